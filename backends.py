@@ -1,0 +1,202 @@
+"""Backends run the checker on (candidate, champion) and return its parsed result line.
+
+Every backend returns a result dict (the checker's result line plus `backend`, `synthetic` and
+`backend_meta`) and never raises for a candidate's fault: a crash, a timeout or a missing result
+line becomes a clean failed result with the tail of stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import perfmodel
+from contract import read_config
+from resultline import ResultLineError, parse_result_line
+from sandbox import run_child
+
+ROOT = Path(__file__).resolve().parent
+CHECKER = ROOT / "checker" / "check.py"
+SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
+                    "correctness by the Triton interpreter on the CPU)")
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SystemExit(f"error: environment variable {name}={raw!r} is not a number") from None
+
+
+def failed_result(backend: str, synthetic: bool, stage: str, error: str, **meta) -> dict:
+    return {"ok": False, "stage": stage, "error": error, "correct": None, "rel_l2": {},
+            "candidate": None, "champion": None, "roofline": None, "backend": backend,
+            "synthetic": synthetic, "backend_meta": meta}
+
+
+def stage_job(spec, candidate: Path, champion: Path, workdir: Path) -> dict[str, Path]:
+    """Copy what one checker run needs into `workdir`; return the paths by role."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    files = {"spec": workdir / "spec.json", "candidate": workdir / "candidate.py",
+             "champion": workdir / "champion.py", "checker": workdir / "check.py"}
+    files["spec"].write_text(json.dumps(spec.to_checker(), indent=1))
+    shutil.copyfile(candidate, files["candidate"])
+    shutil.copyfile(champion, files["champion"])
+    shutil.copyfile(CHECKER, files["checker"])
+    return files
+
+
+def parse_child(out, backend: str, synthetic: bool, log_path: Path | None) -> dict:
+    """Turn a finished child into a result: the one result line, or a clean error."""
+    if log_path is not None:
+        log_path.write_text(out.stderr[-200_000:], encoding="utf-8")
+    tail = out.stderr[-1500:]
+    meta = {"wall_s": round(out.wall_s, 3), "returncode": out.returncode}
+    if out.timed_out:
+        return failed_result(backend, synthetic, "backend",
+                             f"checker timed out after {out.wall_s:.0f} s (process group killed)",
+                             stderr_tail=tail, **meta)
+    try:
+        res = parse_result_line(out.stdout)
+    except ResultLineError as e:
+        return failed_result(backend, synthetic, "backend",
+                             f"{e} (exit code {out.returncode}); stderr tail: {tail[-400:]}",
+                             stderr_tail=tail, **meta)
+    if out.returncode != 0:
+        meta["note"] = "checker exited non-zero after its result line"
+    res["backend"], res["synthetic"] = backend, synthetic
+    res.setdefault("backend_meta", {}).update(meta)
+    if not res.get("ok"):
+        res["backend_meta"]["stderr_tail"] = tail
+    return res
+
+
+class Backend:
+    name = "base"
+    synthetic = False
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "device": self.device, "synthetic": self.synthetic}
+
+    def evaluate(self, spec, candidate: Path, champion: Path, workdir: Path) -> dict:
+        raise NotImplementedError
+
+
+class LocalBackend(Backend):
+    """The checker in a child process on this machine's GPU."""
+    name = "local"
+
+    def __init__(self, device: str = "local CUDA GPU", timeout_s: float | None = None):
+        self.device = device
+        self.timeout_s = timeout_s or _env_float("KERNLOOP_CHECK_TIMEOUT_S", 300.0)
+
+    def evaluate(self, spec, candidate, champion, workdir):
+        f = stage_job(spec, Path(candidate), Path(champion), Path(workdir))
+        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate",
+               str(f["candidate"]), "--champion", str(f["champion"]), "--mode", "gpu",
+               "--backend", self.name]
+        out = run_child(cmd, self.timeout_s, cwd=str(workdir))
+        return parse_child(out, self.name, False, Path(workdir) / "checker.log")
+
+
+class SyntheticBackend(Backend):
+    """Correctness is REAL (Triton interpreter on the CPU, check shapes, fp16 for bf16);
+    timing is MODELED (perfmodel.py) with deterministic noise. Labelled synthetic everywhere."""
+    name = "synthetic"
+    synthetic = True
+    device = SYNTHETIC_DEVICE
+    NOISE = 0.01   # relative std of modeled per-rep noise
+
+    def __init__(self, seed: int = 0, timeout_s: float | None = None):
+        self.seed = seed
+        self.jobs = 0
+        self.timeout_s = timeout_s or _env_float("KERNLOOP_CHECK_TIMEOUT_S", 300.0)
+
+    def _samples(self, mean_ms: float, n: int, tag: str) -> list[float]:
+        rng = random.Random(f"{self.seed}:{self.jobs}:{tag}")
+        return [mean_ms * (1.0 + rng.gauss(0.0, self.NOISE)) for _ in range(n)]
+
+    def evaluate(self, spec, candidate, champion, workdir):
+        from checker.check import roofline, summarize, ceilings_for
+        self.jobs += 1
+        f = stage_job(spec, Path(candidate), Path(champion), Path(workdir))
+        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate",
+               str(f["candidate"]), "--champion", str(f["champion"]), "--mode", "interpret",
+               "--backend", self.name, "--synthetic"]
+        out = run_child(cmd, self.timeout_s, cwd=str(workdir),
+                        env_extra={"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
+        res = parse_child(out, self.name, True, Path(workdir) / "checker.log")
+        res["device"] = SYNTHETIC_DEVICE
+        res["timing_model"] = "perfmodel.py (modeled H200; not a measurement)"
+        if not res.get("ok"):
+            return res
+        shape = spec.shapes[0]
+        _, nbytes = spec.cost_of(shape)
+        cfgs = {}
+        for side, path in (("candidate", f["candidate"]), ("champion", f["champion"])):
+            cfg = read_config(path.read_text())
+            if cfg is None:
+                res.update(ok=False, stage="timing",
+                           error=f"synthetic timing needs a CONFIG literal in the {side}")
+                return res
+            cfgs[side] = cfg
+        warm, reps = spec.timing["warmup"], spec.timing["reps"]
+        try:
+            means = {side: perfmodel.predict_ms(spec.model, shape, cfg, nbytes)
+                     for side, cfg in cfgs.items()}
+        except perfmodel.ModelError as e:
+            res.update(ok=False, stage="timing", error=f"(synthetic) {e}")
+            return res
+        flops, nbytes = spec.cost_of(shape)
+        cost = {"flops": flops, "bytes": nbytes}
+        ceil = ceilings_for("H200")
+        for side in ("candidate", "champion"):
+            res[side] = summarize(self._samples(means[side], reps, side), warm)
+        res["roofline"] = {s: roofline(res[s], cost, ceil) for s in ("candidate", "champion")}
+        res["ceilings"] = ceil
+        res["stage"] = "done"
+        return res
+
+
+def cuda_visible() -> tuple[bool, str]:
+    """(is a CUDA GPU usable here, why) without leaving CUDA initialised in this process."""
+    try:
+        import torch
+    except ImportError:
+        return False, "torch is not installed"
+    try:
+        if torch.cuda.is_available():
+            return True, f"CUDA GPU visible: {torch.cuda.get_device_name(0)}"
+        return False, "no CUDA GPU visible to torch"
+    except Exception as e:   # broken driver installs raise here
+        return False, f"CUDA check failed: {e}"
+
+
+def make_backend(name: str, seed: int = 0) -> tuple[Backend, str]:
+    """Build the backend named on the command line; 'auto' picks local or synthetic and says why."""
+    if name == "auto":
+        ok, why = cuda_visible()
+        if ok:
+            name, reason = "local", f"auto: {why}, using the local backend"
+        else:
+            name, reason = "synthetic", f"auto: {why}, using the SYNTHETIC backend (timing modeled)"
+    else:
+        reason = f"backend chosen on the command line: {name}"
+    if name == "local":
+        ok, why = cuda_visible()
+        if not ok:
+            raise SystemExit(f"error: --backend local needs a CUDA GPU ({why}); "
+                             "use --backend synthetic or nebius")
+        return LocalBackend(device=why.split(": ", 1)[-1]), reason
+    if name == "synthetic":
+        return SyntheticBackend(seed=seed), reason
+    if name == "nebius":
+        from nebius_jobs import NebiusBackend
+        return NebiusBackend.from_env(), reason
+    raise SystemExit(f"error: unknown backend {name!r} (auto, local, synthetic, nebius)")

@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""KernLoop checker: correctness and timing of one candidate against the champion.
+
+Self-contained (torch + triton + stdlib) so it runs anywhere a GPU is: locally, in a Nebius job.
+Prints exactly ONE line `KERNLOOP_RESULT {json}` on stdout whatever happens; the candidate's
+own prints go to stderr. Exit status 0 means the line was written (pass or fail); non-zero
+means the harness itself broke.
+
+  python checker/check.py --spec spec.json --candidate cand.py --champion champ.py
+         [--mode gpu|interpret] [--no-timing] [--flush read|rotate|zero|none] [--draws 3]
+
+--mode interpret runs the Triton interpreter on the CPU, on the spec's check_shapes, with bf16
+replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), and never times.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import math
+import os
+import platform
+import secrets
+import statistics
+import sys
+import threading
+import time
+import traceback
+
+MARKER = "KERNLOOP_RESULT "
+
+# Ceilings for roofline %: (dense bf16 TFLOP/s, copy GB/s counting read+write, source).
+# The H200 row was measured on the H200 this project is developed on; the others are datasheet
+# numbers (dense, no sparsity) and are labelled so.
+DEVICE_CEILINGS = [
+    ("H200", 790.0, 4200.0, "measured here (torch.mm 8192^3 bf16; device-to-device copy)"),
+    ("H100", 989.0, 3350.0, "datasheet (H100 SXM)"),
+    ("A100", 312.0, 2039.0, "datasheet (A100 SXM 80GB)"),
+    ("L40S", 362.0, 864.0, "datasheet"),
+    ("4090", 165.0, 1008.0, "datasheet (RTX 4090, fp32 accumulate)"),
+    ("5090", 209.5, 1792.0, "datasheet (RTX 5090, fp32 accumulate)"),
+]
+
+
+class Reject(Exception):
+    """The candidate broke a rule; `stage` says where."""
+
+    def __init__(self, stage: str, msg: str, correct: bool | None = None):
+        super().__init__(msg)
+        self.stage, self.correct = stage, correct
+
+
+# ---------------------------------------------------------------- statistics
+
+def summarize(samples_ms, warmup: int) -> dict:
+    xs = [float(x) for x in samples_ms]
+    if not xs:
+        return {"mean_ms": None, "min_ms": None, "median_ms": None, "std_ms": None, "n": 0,
+                "warmup": warmup}
+    return {"mean_ms": statistics.fmean(xs), "min_ms": min(xs), "median_ms": statistics.median(xs),
+            "std_ms": statistics.stdev(xs) if len(xs) > 1 else 0.0, "n": len(xs), "warmup": warmup}
+
+
+def ceilings_for(device_name: str) -> dict | None:
+    for key, tflops, gbps, source in DEVICE_CEILINGS:
+        if key in device_name:
+            return {"match": key, "tflops": tflops, "gbps": gbps, "source": source}
+    return None
+
+
+def roofline(stats: dict | None, cost: dict, ceil: dict | None) -> dict | None:
+    if not stats or not stats.get("mean_ms"):
+        return None
+    s = stats["mean_ms"] / 1e3
+    tflops, gbps = cost["flops"] / s / 1e12, cost["bytes"] / s / 1e9
+    out = {"tflops": tflops, "gbps": gbps, "pct_flops": None, "pct_bw": None, "bound": None}
+    if ceil:
+        out["pct_flops"] = 100.0 * tflops / ceil["tflops"]
+        out["pct_bw"] = 100.0 * gbps / ceil["gbps"]
+        # Which ceiling binds at this arithmetic intensity.
+        ridge = ceil["tflops"] * 1e12 / (ceil["gbps"] * 1e9)
+        out["bound"] = "compute" if cost["flops"] / max(cost["bytes"], 1) > ridge else "memory"
+    return out
+
+
+# ---------------------------------------------------------------- inputs and reference
+
+def torch_dtype(torch, name: str):
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[name]
+
+
+def resolve_dims(dims, shape: dict) -> tuple:
+    return tuple(shape[d] if isinstance(d, str) else int(d) for d in dims)
+
+
+def make_inputs(torch, spec: dict, shape: dict, device, dtype_of, seed: int) -> list:
+    """Fresh signed random inputs (never zeros: they hide unwritten outputs)."""
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    out = []
+    for inp in spec["inputs"]:
+        dims = resolve_dims(inp["shape"], shape)
+        if inp.get("dist", "normal") == "uniform":
+            x = torch.rand(dims, generator=g, device=device, dtype=torch.float32) * 2 - 1
+        else:
+            x = torch.randn(dims, generator=g, device=device, dtype=torch.float32)
+        out.append((x * inp.get("scale", 1.0)).to(dtype_of(inp["dtype"])).contiguous())
+    return out
+
+
+def reference(torch, spec: dict, inputs: list, ref_dtype):
+    env = {i["name"]: x.to(ref_dtype) for i, x in zip(spec["inputs"], inputs)}
+    r = eval(spec["reference"], {"torch": torch, "F": torch.nn.functional, "math": math}, env)
+    return r.to(ref_dtype)
+
+
+def load_module(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def poison_allocator(torch, device, nbytes: int) -> None:
+    """Fill freed allocator blocks with NaN so an output left unwritten (torch.empty that is
+    never stored to) reads back NaN instead of a stale correct answer."""
+    try:
+        junk = torch.full((max(nbytes // 4, 1),), float("nan"), device=device, dtype=torch.float32)
+        del junk
+    except RuntimeError:
+        pass
+
+
+def validate(torch, out, ref, spec: dict, shape: dict, out_dtype, device, inputs, tol: float) -> float:
+    """Raise Reject unless `out` is a plain tensor of the right kind within tolerance; return rel-L2."""
+    if type(out) is not torch.Tensor:   # subclasses and lazy wrappers can fake values
+        raise Reject("correctness", f"output must be a plain torch.Tensor, got {type(out).__name__}", False)
+    want = resolve_dims(spec["output"]["shape"], shape)
+    if tuple(out.shape) != want:
+        raise Reject("correctness", f"output shape {tuple(out.shape)} != expected {want}", False)
+    if out.dtype != out_dtype:
+        raise Reject("correctness", f"output dtype {out.dtype} != expected {out_dtype}", False)
+    if out.device != device:
+        raise Reject("correctness", f"output on {out.device}, expected {device}", False)
+    optr = out.untyped_storage().data_ptr()
+    if any(optr == x.untyped_storage().data_ptr() for x in inputs):
+        raise Reject("correctness", "output aliases an input buffer", False)
+    o = out.to(ref.dtype)
+    if not bool(torch.isfinite(o).all()):
+        raise Reject("correctness", "output contains NaN or Inf", False)
+    denom = float(torch.linalg.vector_norm(ref))
+    rel = float(torch.linalg.vector_norm(o - ref)) / denom if denom > 0 else float("inf")
+    if not rel <= tol:
+        raise Reject("correctness", f"rel-L2 {rel:.3e} > tolerance {tol:g} on shape "
+                     f"{'x'.join(str(v) for v in shape.values())}", False)
+    return rel
+
+
+def check_inputs_unchanged(torch, inputs, saved) -> None:
+    for i, (x, s) in enumerate(zip(inputs, saved)):
+        if not torch.equal(x, s):
+            raise Reject("correctness", f"input {i} was modified by the candidate", False)
+
+
+# ---------------------------------------------------------------- timing
+
+class Flusher:
+    """Evict L2 before every timed call without leaving dirty lines behind.
+
+    read:   read a buffer >= 2x L2 (a reduction into one preallocated scalar): clean lines only,
+            and the GPU stays busy up to the timed launch, so launch gaps are not timed.
+    zero:   write zeros over the buffer (leaves dirty lines whose write-back lands inside the
+            timed region; kept for comparison only).
+    rotate: no flush kernel; the caller rotates input sets whose total exceeds 2x L2.
+    none:   no flush (for comparison only).
+    """
+
+    def __init__(self, torch, device, method: str):
+        self.torch, self.method = torch, method
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20) \
+            if device.type == "cuda" else 0
+        self.l2_bytes = l2
+        self.nbytes = max(4 * l2, 256 * 2**20) if device.type == "cuda" else 0
+        self.buf = torch.ones(self.nbytes // 4, device=device, dtype=torch.float32) \
+            if method in ("read", "zero") and self.nbytes else None
+        self.sink = torch.zeros((), device=device, dtype=torch.float32)
+
+    def __call__(self):
+        if self.buf is None:
+            return
+        if self.method == "read":
+            self.torch.sum(self.buf, dtype=self.torch.float32, out=self.sink)
+        else:
+            self.buf.zero_()
+
+
+def time_ab(torch, fns, arg_sets, warmup: int, reps: int, flush: Flusher):
+    """Interleaved timing of several functions on the same inputs, one CUDA event pair per call.
+    The order of the functions alternates every rep so neither side always runs first.
+    Returns (samples per fn, the last output per fn)."""
+    k = len(fns)
+    total = warmup + reps
+    starts = [[torch.cuda.Event(enable_timing=True) for _ in range(total)] for _ in range(k)]
+    ends = [[torch.cuda.Event(enable_timing=True) for _ in range(total)] for _ in range(k)]
+    last = [None] * k
+    torch.cuda.synchronize()
+    for r in range(total):
+        order = range(k) if r % 2 == 0 else reversed(range(k))
+        args = arg_sets[r % len(arg_sets)]
+        for i in order:
+            flush()
+            starts[i][r].record()
+            last[i] = fns[i](*args)
+            end = ends[i][r]
+            end.record()
+        # Device-wide sync every rep: work a candidate left running on another stream must finish
+        # before the next timed call starts, so it cannot overlap the other side's timing.
+        torch.cuda.synchronize()
+    samples = [[starts[i][r].elapsed_time(ends[i][r]) for r in range(warmup, total)] for i in range(k)]
+    return samples, last
+
+
+# ---------------------------------------------------------------- the run
+
+def run(args, result: dict) -> None:
+    if args.mode == "interpret":
+        os.environ["TRITON_INTERPRET"] = "1"   # must be set before triton is imported
+    import torch
+    import triton
+
+    result["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
+                          "triton": triton.__version__}
+    with open(args.spec) as f:
+        spec = json.load(f)
+    tol = float(spec["tolerance"])
+    result["tolerance"] = tol
+    interpret = args.mode == "interpret"
+    if interpret:
+        device = torch.device("cpu")
+        result["device"] = f"CPU ({platform.machine()}), Triton interpreter"
+        sub = spec.get("check_dtype") or "float16"
+        dtype_of = lambda n: torch_dtype(torch, sub if n == "bfloat16" else n)  # noqa: E731
+        shapes = spec["check_shapes"]
+        ref_dtype = torch.float64
+        result["check_dtype"] = sub
+    else:
+        if not torch.cuda.is_available():
+            raise Reject("harness", "no CUDA device visible (use --mode interpret on a CPU)")
+        device = torch.device("cuda", torch.cuda.current_device())
+        result["device"] = torch.cuda.get_device_name(device)
+        dtype_of = lambda n: torch_dtype(torch, n)  # noqa: E731
+        shapes = spec["shapes"]
+        ref_dtype = torch.float32
+    out_dtype = dtype_of(spec["output"].get("dtype", spec["dtype"]))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    # 1. Every reference first, held alive for the whole run: the candidate is imported only
+    #    after, so it cannot see them being made, and a freed reference buffer cannot come back.
+    cases = []
+    for shape in shapes:
+        for _ in range(args.draws):
+            seed = secrets.randbits(62)
+            inputs = make_inputs(torch, spec, shape, device, dtype_of, seed)
+            cases.append({"shape": shape, "seed": seed, "inputs": inputs,
+                          "saved": [x.clone() for x in inputs],
+                          "ref": reference(torch, spec, inputs, ref_dtype)})
+    sync()
+    result["stage"] = "load"
+    threads_before = threading.active_count()
+    try:
+        cand = load_module(args.candidate, "kernloop_candidate")
+        fn = getattr(cand, spec["entry"])
+    except Exception as e:
+        raise Reject("load", f"candidate failed to load: {type(e).__name__}: {e}")
+
+    # 2. Correctness on every shape, several fresh draws each.
+    result["stage"] = "correctness"
+    rel_l2: dict[str, float] = {}
+    result["rel_l2"] = rel_l2
+    poison_bytes = 64 * 2**20 if device.type == "cuda" else 4 * 2**20
+    for case in cases:
+        label = "x".join(str(v) for v in case["shape"].values())
+        poison_allocator(torch, device, poison_bytes)
+        try:
+            out = fn(*case["inputs"])
+            sync()
+        except Reject:
+            raise
+        except Exception as e:
+            raise Reject("correctness", f"candidate raised on shape {label}: {type(e).__name__}: "
+                         f"{str(e)[:500]}")
+        try:
+            rel = validate(torch, out, case["ref"], spec, case["shape"], out_dtype, device,
+                           case["inputs"], tol)
+        except Reject as r:
+            rel_l2[label] = _rel_or_nan(torch, out, case["ref"])
+            raise r
+        check_inputs_unchanged(torch, case["inputs"], case["saved"])
+        rel_l2[label] = max(rel, rel_l2.get(label, 0.0))
+        del out
+    if threading.active_count() > threads_before:
+        raise Reject("correctness", "candidate started threads", False)
+    result["correct"] = True
+    result["draws"] = args.draws
+    if interpret or args.no_timing:
+        result["stage"] = "done"
+        result["ok"] = True
+        return
+
+    # 3. Timing on the timed shape: champion and candidate interleaved in this process.
+    result["stage"] = "timing"
+    try:
+        champ = load_module(args.champion, "kernloop_champion")
+        champ_fn = getattr(champ, spec["entry"])
+    except Exception as e:
+        raise Reject("harness", f"champion failed to load: {type(e).__name__}: {e}")
+    timed = spec["shapes"][0]
+    flush = Flusher(torch, device, args.flush)
+    per_set = sum(x.numel() * x.element_size() for x in cases[0]["inputs"])
+    nsets = 1
+    if args.flush == "rotate":   # total inputs > 2x L2, so every rep reads cold inputs
+        nsets = max(2, math.ceil(2 * flush.l2_bytes / max(per_set, 1)) + 1)
+    seed = secrets.randbits(62)
+    arg_sets = [make_inputs(torch, spec, timed, device, dtype_of, seed + j) for j in range(nsets)]
+    saved = [x.clone() for x in arg_sets[(args.warmup + args.reps - 1) % nsets]]
+    last_ref = reference(torch, spec, arg_sets[(args.warmup + args.reps - 1) % nsets], ref_dtype)
+    warmup, reps = args.warmup, args.reps
+    t0 = time.monotonic()
+    try:
+        (cs, bs), (c_last, _) = time_ab(torch, [fn, champ_fn], arg_sets, warmup, reps, flush)
+    except Exception as e:
+        raise Reject("timing", f"candidate raised while timed: {type(e).__name__}: {str(e)[:500]}")
+    result["timing_wall_s"] = time.monotonic() - t0
+    # The outputs of timed calls count too: a kernel that behaves only while checked fails here.
+    lbl = "x".join(str(v) for v in timed.values()) + "(timed)"
+    try:
+        rel_l2[lbl] = validate(torch, c_last, last_ref, spec, timed, out_dtype, device,
+                               arg_sets[(warmup + reps - 1) % nsets], tol)
+    except Reject as r:
+        result["correct"] = False
+        r.correct = False
+        raise Reject("timing", "output of the last timed call is wrong: " + str(r), False)
+    check_inputs_unchanged(torch, arg_sets[(warmup + reps - 1) % nsets], saved)
+    if threading.active_count() > threads_before:
+        raise Reject("timing", "candidate started threads", False)
+    result["candidate"] = summarize(cs, warmup)
+    result["champion"] = summarize(bs, warmup)
+    result["flush"] = {"method": args.flush, "bytes": flush.nbytes, "l2_bytes": flush.l2_bytes,
+                       "input_sets": nsets}
+    ceil = ceilings_for(result["device"])
+    cost = spec["cost_timed"]
+    result["ceilings"] = ceil
+    result["roofline"] = {"candidate": roofline(result["candidate"], cost, ceil),
+                          "champion": roofline(result["champion"], cost, ceil)}
+    result["stage"] = "done"
+    result["ok"] = True
+
+
+def _rel_or_nan(torch, out, ref):
+    try:
+        o = out.to(ref.dtype)
+        return float(torch.linalg.vector_norm(o - ref)) / float(torch.linalg.vector_norm(ref))
+    except Exception:
+        return float("nan")
+
+
+def _clean(x):
+    """JSON without NaN/Inf tokens: non-finite floats become null."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--spec", required=True, help="resolved spec JSON")
+    p.add_argument("--candidate", required=True, help="candidate kernel file")
+    p.add_argument("--champion", required=True, help="champion kernel file")
+    p.add_argument("--mode", choices=["gpu", "interpret"], default="gpu")
+    p.add_argument("--no-timing", action="store_true", help="correctness only")
+    p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
+    p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--backend", default="local", help="label written into the result line")
+    p.add_argument("--synthetic", action="store_true", help="label the result synthetic")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    # The result line goes to the real stdout; everything else printed in this process
+    # (candidate prints, warnings) is moved to stderr so it can never forge that line.
+    sys.stdout.flush()
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    t0 = time.monotonic()
+    result = {"ok": False, "stage": "harness", "error": None, "correct": None, "rel_l2": {},
+              "candidate": None, "champion": None, "roofline": None, "mode": args.mode,
+              "backend": args.backend, "synthetic": bool(args.synthetic), "device": None}
+    try:
+        with open(args.spec) as f:
+            timing = json.load(f).get("timing", {})
+        args.warmup = timing.get("warmup", 10) if args.warmup is None else args.warmup
+        args.reps = timing.get("reps", 50) if args.reps is None else args.reps
+        run(args, result)
+    except Reject as r:
+        result.update(ok=False, stage=r.stage, error=str(r))
+        if r.correct is not None:
+            result["correct"] = r.correct
+    except BaseException as e:   # SystemExit/KeyboardInterrupt from candidate code included
+        result.update(ok=False, error=f"{type(e).__name__}: {str(e)[:500]}",
+                      traceback=traceback.format_exc()[-2000:])
+        if result.get("stage") in ("load", "correctness") and result.get("correct") is None:
+            result["correct"] = None
+    result["wall_s"] = time.monotonic() - t0
+    line = MARKER + json.dumps(_clean(result), sort_keys=True) + "\n"
+    try:
+        os.write(result_fd, line.encode())
+    except OSError:
+        return 3
+    sys.stderr.flush()
+    # Skip interpreter teardown: candidate atexit hooks and stray threads must not run or hang.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Pure decisions of the loop: promotion, stop rules, summary statistics. No I/O here."""
+from __future__ import annotations
+
+import math
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def decide(result: dict | None, min_gain: float = 0.02, sigma: float = 2.0,
+           require_significance: bool = True) -> dict:
+    """Promote only if the candidate is correct, its mean beats the champion's mean measured in
+    the SAME job by more than min_gain, and the gap exceeds sigma standard errors:
+        cand < champ * (1 - min_gain)  and  champ - cand > sigma * sqrt(sc^2/nc + sb^2/nb)
+    Returns {verdict, promoted, reason, rule}; verdict in promoted|rejected|incorrect|failed."""
+    rule = {"min_gain": min_gain, "sigma": sigma, "require_significance": require_significance}
+    if not result:
+        return {"verdict": "failed", "promoted": False, "reason": "no result from the backend", "rule": rule}
+    if result.get("correct") is False:
+        return {"verdict": "incorrect", "promoted": False,
+                "reason": result.get("error") or "output does not match the reference", "rule": rule}
+    if not result.get("ok"):
+        return {"verdict": "failed", "promoted": False,
+                "reason": result.get("error") or f"failed at stage {result.get('stage', '?')}", "rule": rule}
+    cand, champ = result.get("candidate") or {}, result.get("champion") or {}
+    c, b = cand.get("mean_ms"), champ.get("mean_ms")
+    if not (_finite(c) and _finite(b)) or c <= 0 or b <= 0:
+        return {"verdict": "failed", "promoted": False,
+                "reason": f"timing missing or not finite (candidate {c}, champion {b})", "rule": rule}
+    sc, sb = cand.get("std_ms"), champ.get("std_ms")
+    nc, nb = cand.get("n") or 0, champ.get("n") or 0
+    if not (_finite(sc) and _finite(sb)) or nc < 2 or nb < 2:
+        return {"verdict": "failed", "promoted": False,
+                "reason": "timing has no spread or too few reps to judge significance", "rule": rule}
+    gain = 1.0 - c / b
+    threshold_ms = b * (1.0 - min_gain)
+    se = math.sqrt(sc * sc / nc + sb * sb / nb)
+    delta = b - c
+    significant = delta > sigma * se
+    rule.update({"cand_mean_ms": c, "champ_mean_ms": b, "gain": gain, "threshold_ms": threshold_ms,
+                 "delta_ms": delta, "significance_ms": sigma * se, "significant": significant,
+                 "n": min(nc, nb)})
+    beats = c < threshold_ms
+    if beats and (significant or not require_significance):
+        return {"verdict": "promoted", "promoted": True,
+                "reason": f"{gain:+.1%} faster ({c:.4f} vs {b:.4f} ms), beats the {min_gain:.0%} bar "
+                          f"and {sigma:g} sigma ({sigma * se:.4f} ms)", "rule": rule}
+    if not beats:
+        why = (f"{gain:+.1%} vs champion ({c:.4f} vs {b:.4f} ms): does not beat the "
+               f"{min_gain:.0%} bar (needs < {threshold_ms:.4f} ms)")
+    else:
+        why = (f"{gain:+.1%} faster but not significant: gap {delta:.4f} ms <= "
+               f"{sigma:g} sigma = {sigma * se:.4f} ms")
+    return {"verdict": "rejected", "promoted": False, "reason": why, "rule": rule}
+
+
+def stop_reason(done: int, budget: int, since_promotion: int, patience: int,
+                exhausted: bool = False, fatal: str | None = None) -> str | None:
+    """Why the loop stops now, or None to go on. patience 0 disables the no-progress rule."""
+    if fatal:
+        return f"stopped: {fatal}"
+    if done >= budget:
+        return f"iteration budget reached ({budget})"
+    if patience and since_promotion >= patience:
+        return f"no promotion in {patience} iterations"
+    if exhausted:
+        return "search space exhausted"
+    return None

@@ -1,0 +1,403 @@
+#!/usr/bin/env python3
+"""KernLoop: optimize a Triton kernel with a propose -> check -> promote loop.
+
+  python orchestrator.py --spec specs/matmul.yaml
+  python orchestrator.py --resume runs/<id>
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import contract
+import decision
+from backends import Backend, make_backend
+from proposer import Proposal, ProposalContext
+from spec import Spec, SpecError, load_spec
+from trajectory import RunLog, read_events, repair_torn_tail
+from tuner import Tuner
+
+REJECTIONS_KEPT = 8   # recent failures shown to the proposer
+
+
+class UserError(Exception):
+    """A mistake in how KernLoop was invoked: one message, non-zero exit, no traceback."""
+
+
+# ---------------------------------------------------------------- setup
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        prog="orchestrator.py", description="Optimize a Triton kernel with an agent loop.")
+    p.add_argument("--spec", help="spec YAML (e.g. specs/matmul.yaml)")
+    p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius"],
+                   help="where candidates run: auto = local if a CUDA GPU is visible, else synthetic")
+    p.add_argument("--proposer", default="auto", choices=["auto", "tuner", "llm"],
+                   help="auto = the LLM if KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL is set, else the tuner")
+    p.add_argument("--iterations", type=int, help="iteration budget (default: the spec's loop.iterations)")
+    p.add_argument("--patience", type=int, help="stop after N iterations without a promotion (0 = off)")
+    p.add_argument("--out", default="runs", help="folder for run folders (default: runs)")
+    p.add_argument("--seed", type=int, default=0, help="seed for the tuner and the synthetic noise")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a crashed or killed run from its run.jsonl")
+    p.add_argument("--quiet", action="store_true", help="only the final summary")
+    args = p.parse_args(argv)
+    if not args.spec and not args.resume:
+        p.error("one of --spec or --resume is required")
+    if args.iterations is not None and args.iterations < 0:
+        p.error("--iterations must be >= 0")
+    return args
+
+
+def make_proposer(kind: str, spec: Spec, seed: int):
+    """(proposer, note for the log). The LLM is used only when an endpoint is configured."""
+    llm = None
+    if kind in ("auto", "llm"):
+        try:
+            import nemotron_client
+        except ImportError as e:
+            if kind == "llm":
+                raise UserError(f"the LLM proposer is unavailable: {e}") from None
+        else:
+            llm = nemotron_client.from_env()
+        if kind == "llm" and llm is None:
+            raise UserError("--proposer llm needs KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL")
+    if llm is not None:
+        return llm, f"LLM proposer: {llm.describe().get('model')} at {llm.describe().get('endpoint_host')}"
+    why = "no LLM endpoint configured (KERNLOOP_LLM_API_KEY / KERNLOOP_LLM_BASE_URL unset): " \
+          if kind == "auto" else ""
+    return Tuner(spec.search_space, seed=seed), why + "using the built-in tuner (rewrites CONFIG only)"
+
+
+def make_researcher():
+    try:
+        import research
+    except ImportError:
+        return None
+    return research.Researcher.from_env()
+
+
+def render_page(run_dir: Path) -> Path | None:
+    """Re-render the page; a page problem must never stop the loop."""
+    try:
+        import page
+        return page.render_run(run_dir)
+    except Exception as e:  # noqa: BLE001 - report and go on
+        print(f"warning: page not rendered: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+
+
+def versions() -> dict:
+    v = {"python": platform.python_version()}
+    for mod in ("torch", "triton"):
+        try:
+            v[mod] = __import__(mod).__version__
+        except Exception:   # noqa: BLE001 - a missing package is just not reported
+            v[mod] = None
+    return v
+
+
+# ---------------------------------------------------------------- the loop state
+
+class State:
+    def __init__(self):
+        self.done = 0
+        self.champion_id = "baseline"
+        self.champion_file = "baseline.py"
+        self.champion_profile: dict = {}
+        self.baseline_mean = None
+        self.rejections: list[dict] = []
+        self.streak = 0
+        self.since_promotion = 0
+        self.notes: str | None = None
+        self.last_parse_error = None
+        self.last_promoted = False
+        self.baseline_done = False
+        self.research_queries = 0
+
+    def profile_from(self, result: dict, side: str = "candidate") -> dict:
+        st = dict(result.get(side) or {})
+        st["rel_l2"] = result.get("rel_l2")
+        st["roofline"] = (result.get("roofline") or {}).get(side)
+        return st
+
+    def replay(self, events: list[dict], tuner: Tuner | None) -> None:
+        for ev in events:
+            kind = ev.get("event")
+            if kind == "baseline":
+                self.baseline_done = True
+                self.champion_profile = self.profile_from(ev.get("result") or {})
+                self.baseline_mean = self.champion_profile.get("mean_ms")
+            elif kind == "research":
+                if ev.get("notes"):
+                    self.notes = ev["notes"]
+            elif kind == "iteration":
+                self.apply(ev, tuner)
+
+    def apply(self, ev: dict, tuner: Tuner | None) -> None:
+        self.done = max(self.done, ev["iteration"])
+        d = ev.get("decision") or {}
+        self.last_promoted = bool(d.get("promoted"))
+        if tuner is not None and ev.get("candidate_config"):
+            tuner.mark_tried(ev["candidate_config"])
+        if d.get("promoted"):
+            self.champion_id, self.champion_file = ev["candidate_id"], ev["candidate_file"]
+            self.champion_profile = self.profile_from(ev.get("result") or {})
+            self.streak = self.since_promotion = 0
+        else:
+            self.streak += 1
+            self.since_promotion += 1
+            self.rejections.append({"iteration": ev["iteration"], "verdict": d.get("verdict"),
+                                    "reason": d.get("reason"), "note": ev.get("note")})
+            self.rejections = self.rejections[-REJECTIONS_KEPT:]
+        self.last_parse_error = (ev.get("proposal") or {}).get("parse_error")
+
+
+# ---------------------------------------------------------------- one iteration
+
+def save_proposal(run_dir: Path, cid: str, prop: Proposal) -> dict:
+    files = {}
+    for kind, text in (("prompt", prop.prompt), ("response", prop.response)):
+        if text is not None:
+            rel = f"candidates/{cid}.{kind}.txt"
+            (run_dir / rel).write_text(text, encoding="utf-8")
+            files[f"{kind}_file"] = rel
+    return files
+
+
+def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run_dir: Path,
+                  min_gain: float, sigma: float) -> tuple[dict, bool]:
+    """Propose, check the contract, evaluate, decide. Returns (iteration event fields, fatal)."""
+    cid = f"it{n:04d}"
+    champ_path = run_dir / st.champion_file
+    ctx = ProposalContext(spec=spec, iteration=n, champion_code=champ_path.read_text(),
+                          champion_id=st.champion_id, champion_profile=st.champion_profile,
+                          rejections=list(st.rejections), research_notes=st.notes,
+                          last_parse_error=st.last_parse_error, last_promoted=st.last_promoted)
+    t0 = time.monotonic()
+    prop = proposer.propose(ctx)
+    ev = {"iteration": n, "candidate_id": cid, "candidate_file": None, "parent_id": st.champion_id,
+          "proposer": prop.proposer, "model": prop.model, "note": prop.note,
+          "proposal": {**prop.meta, **save_proposal(run_dir, cid, prop),
+                       "latency_s": prop.meta.get("latency_s", round(time.monotonic() - t0, 3)),
+                       "error": prop.error,
+                       "parse_error": prop.error if prop.code is None and not prop.fatal else None},
+          "contract": None, "result": None}
+    if prop.code is None:
+        ev["decision"] = {"verdict": "invalid", "promoted": False,
+                          "reason": f"no candidate: {prop.error}", "rule": None}
+        return ev, prop.fatal
+    rel = f"candidates/{cid}.py"
+    (run_dir / rel).write_text(prop.code, encoding="utf-8")
+    ev["candidate_file"] = rel
+    ev["candidate_config"] = contract.read_config(prop.code)
+    reasons = contract.check(prop.code, spec)
+    ev["contract"] = {"ok": not reasons, "reasons": reasons}
+    if reasons:
+        ev["decision"] = {"verdict": "invalid", "promoted": False,
+                          "reason": "contract: " + "; ".join(reasons[:5]), "rule": None}
+        return ev, False
+    result = backend.evaluate(spec, run_dir / rel, champ_path, run_dir / "jobs" / cid)
+    ev["result"] = result
+    ev["decision"] = decision.decide(result, min_gain=min_gain, sigma=sigma)
+    return ev, False
+
+
+def status_line(ev: dict, n_total: int, synthetic: bool) -> str:
+    n = ev["iteration"]
+    width = 20
+    fill = int(width * n / max(n_total, 1))
+    bar = "#" * fill + "." * (width - fill)
+    d = ev["decision"]
+    cand = ((ev.get("result") or {}).get("candidate") or {}).get("mean_ms")
+    champ = ev.get("champion_mean_ms")
+    t = f"{cand:.4f} ms" if cand else "   --    "
+    tag = "SYNTHETIC " if synthetic else ""
+    return (f"{tag}[{bar}] {n:>3}/{n_total} {ev['candidate_id']} {d['verdict']:<9} {t} "
+            f"(champion {champ:.4f} ms) {ev.get('note') or ''} | {d['reason']}"[:400]
+            if champ else f"{tag}[{bar}] {n:>3}/{n_total} {d['verdict']} | {d['reason']}"[:400])
+
+
+# ---------------------------------------------------------------- main
+
+def start_run(args, spec: Spec) -> Path:
+    run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{spec.name}"
+    out = Path(args.out)
+    run_dir = out / run_id
+    k = 1
+    while run_dir.exists():
+        k += 1
+        run_dir = out / f"{run_id}-{k}"
+    try:
+        (run_dir / "candidates").mkdir(parents=True)
+        probe = run_dir / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"cannot write the run folder under {out}: {e.strerror or e}") from None
+    shutil.copyfile(spec.baseline, run_dir / "baseline.py")
+    return run_dir
+
+
+def loop(args) -> int:
+    resume_events: list[dict] = []
+    if args.resume:
+        run_dir = Path(args.resume)
+        log_path = run_dir / "run.jsonl"
+        if not log_path.is_file():
+            raise UserError(f"--resume: no run.jsonl in {run_dir}")
+        repair_torn_tail(log_path)
+        resume_events = read_events(log_path)
+        starts = [e for e in resume_events if e.get("event") == "run_start"]
+        if not starts:
+            raise UserError(f"--resume: {log_path} has no run_start event")
+        if any(e.get("event") == "run_end" for e in resume_events):
+            raise UserError(f"--resume: the run in {run_dir} already finished (run_end is written)")
+        rs = starts[0]
+        spec = load_spec(rs["spec"]["path"])
+        args.backend, args.seed = rs["backend"], rs.get("seed", 0)
+        args.iterations = rs.get("iterations") if args.iterations is None else args.iterations
+        args.proposer = rs.get("proposer_choice", "auto")
+        args.patience = rs.get("patience") if args.patience is None else args.patience
+        run_id = rs["run_id"]
+    else:
+        spec = load_spec(args.spec)
+        run_dir = start_run(args, spec)
+        run_id = run_dir.name
+    budget = spec.loop["iterations"] if args.iterations is None else args.iterations
+    patience = spec.loop["patience"] if args.patience is None else args.patience
+    min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop.get("sigma", 2.0))
+
+    backend, backend_why = make_backend(args.backend, seed=args.seed)
+    proposer, proposer_note = make_proposer(args.proposer, spec, args.seed + len(resume_events))
+    researcher = make_researcher()
+    log = RunLog(run_dir / "run.jsonl", run_id, backend.name, backend.synthetic)
+    say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
+    tag = "SYNTHETIC " if backend.synthetic else ""
+    say(f"{tag}kernloop: {backend_why}")
+    say(f"{tag}kernloop: {proposer_note}")
+    tuner = proposer if isinstance(proposer, Tuner) else None
+
+    st = State()
+    t_start = time.monotonic()
+    if not args.resume:
+        desc = proposer.describe()
+        log.append("run_start", spec=spec.summary(), proposer=desc.get("proposer"),
+                   model=desc.get("model"), endpoint_host=desc.get("endpoint_host"),
+                   proposer_note=proposer_note, proposer_choice=args.proposer,
+                   backend_note=backend_why, device=backend.device, seed=args.seed,
+                   iterations=budget, patience=patience, min_gain=min_gain, sigma=sigma,
+                   argv=sys.argv[1:], versions=versions(),
+                   research_source=getattr(researcher, "source", None),
+                   tuner_uses_notes=False if tuner else None)
+    else:
+        st.replay(resume_events, tuner)
+        say(f"{tag}kernloop: resuming {run_dir} after iteration {st.done} "
+            f"(champion {st.champion_id})")
+    render_page(run_dir)
+
+    if not st.baseline_done:
+        bres = backend.evaluate(spec, run_dir / "baseline.py", run_dir / "baseline.py",
+                                run_dir / "jobs" / "baseline")
+        log.append("baseline", candidate_id="baseline", candidate_file="baseline.py", result=bres)
+        render_page(run_dir)
+        if not bres.get("ok"):
+            log.append("run_end", stop_reason=f"baseline failed: {bres.get('error')}",
+                       iterations_done=0, champion_id="baseline", baseline_mean_ms=None,
+                       champion_mean_ms=None, speedup=None, duration_s=time.monotonic() - t_start)
+            render_page(run_dir)
+            print(f"error: the spec's baseline does not pass the checker: {bres.get('error')}",
+                  file=sys.stderr)
+            return 1
+        st.baseline_done = True
+        st.champion_profile = st.profile_from(bres)
+        st.baseline_mean = st.champion_profile.get("mean_ms")
+        say(f"{tag}baseline: {st.baseline_mean:.4f} ms mean, rel-L2 "
+            + ", ".join(f"{k} {v:.1e}" for k, v in (bres.get("rel_l2") or {}).items()))
+
+    def do_research(trigger: str):
+        if researcher is None:
+            return
+        fields = researcher.research(spec, trigger, list(st.rejections), backend.device)
+        log.append("research", before_iteration=st.done + 1, **fields)
+        if fields.get("notes"):
+            st.notes = fields["notes"]
+        say(f"{tag}research ({fields.get('source')}, {trigger}): "
+            + (f"{len(fields.get('notes') or '')} chars of notes" if fields.get("notes")
+               else f"no notes ({fields.get('error')})"))
+
+    if not args.resume and researcher is not None:
+        do_research("start")
+        render_page(run_dir)
+
+    fatal = None
+    while True:
+        exhausted = bool(tuner and tuner.exhausted)
+        why = decision.stop_reason(st.done, budget, st.since_promotion, patience, exhausted, fatal)
+        if why:
+            break
+        n = st.done + 1
+        ev, is_fatal = run_iteration(n, st, spec, proposer, backend, run_dir, min_gain, sigma)
+        if ev["decision"]["promoted"]:
+            ev["champion_id"] = ev["candidate_id"]
+            ev["champion_mean_ms"] = ev["result"]["candidate"]["mean_ms"]
+        else:
+            ev["champion_id"] = st.champion_id
+            ev["champion_mean_ms"] = st.champion_profile.get("mean_ms")
+        log.append("iteration", **ev)
+        st.apply(ev, tuner)
+        say(status_line(ev, budget, backend.synthetic))
+        if is_fatal:
+            fatal = ev["proposal"].get("error") or "fatal proposer error"
+        elif researcher is not None and st.streak and _research_due(st.streak, spec):
+            do_research("streak")
+        render_page(run_dir)
+
+    shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")
+    champ_mean = st.champion_profile.get("mean_ms")
+    speedup = st.baseline_mean / champ_mean if st.baseline_mean and champ_mean else None
+    log.append("run_end", stop_reason=why, iterations_done=st.done, champion_id=st.champion_id,
+               champion_file=st.champion_file, baseline_mean_ms=st.baseline_mean,
+               champion_mean_ms=champ_mean, speedup=speedup,
+               duration_s=round(time.monotonic() - t_start, 2))
+    page_path = render_page(run_dir)
+    label = " (SYNTHETIC: modeled timings, not measurements)" if backend.synthetic else ""
+    print(f"{tag}done: {why}. champion {st.champion_id}: "
+          + (f"{champ_mean:.4f} ms, {speedup:.2f}x the baseline{label}" if speedup else "no timing"))
+    print(f"champion kernel: {run_dir / 'champion.py'}")
+    print(f"page: {page_path or run_dir / 'trajectory.html'}")
+    if fatal:
+        print(f"error: {fatal}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _research_due(streak: int, spec: Spec) -> bool:
+    import research
+    return research.research_due(False, streak, int(spec.loop["research_after"]))
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        return loop(args)
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        where = f" (resume with: python orchestrator.py --resume {args.resume or '<run dir>'})"
+        print(f"\ninterrupted{where}", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Run untrusted code in a child process: own process group, timeout, capped output,
+and an environment with every API key, token and secret removed."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+# Names that look like credentials never reach candidate code.
+_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
+OUTPUT_CAP = 1_000_000  # bytes kept from each of stdout/stderr (a candidate may print gigabytes)
+
+
+def stripped_env(extra: dict | None = None, base: dict | None = None) -> dict:
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET.search(k)}
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class ChildResult:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    wall_s: float
+
+
+def _read_capped(f) -> str:
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    f.seek(0)
+    head = f.read(OUTPUT_CAP // 2)
+    if size > OUTPUT_CAP:
+        f.seek(size - OUTPUT_CAP // 2)
+        tail = f.read()
+        head = head + b"\n[... output truncated ...]\n" + tail
+    return head.decode("utf-8", "replace")
+
+
+def run_child(cmd: list[str], timeout: float, cwd: str | None = None,
+              env_extra: dict | None = None) -> ChildResult:
+    """Run cmd; on timeout kill its whole process group (forked children too)."""
+    t0 = time.monotonic()
+    # Temp files, not pipes: a child that floods stdout can neither block nor fill our memory.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, cwd=cwd, env=stripped_env(env_extra), stdout=out, stderr=err,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+        timed_out = False
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            try:   # the group may still hold forked grandchildren even when p exited
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            p.wait()
+        return ChildResult(None if timed_out else p.returncode, _read_capped(out),
+                           _read_capped(err), timed_out, time.monotonic() - t0)

@@ -1,0 +1,230 @@
+"""Load and validate a KernLoop spec (YAML). Every error names the file and the field."""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+DTYPES = ("float16", "bfloat16", "float32")
+MODELS = ("matmul", "rowwise", "gemv", "elementwise")
+
+
+class SpecError(ValueError):
+    def __init__(self, path, field_name, msg):
+        self.path, self.field, self.msg = str(path), field_name, msg
+        super().__init__(f"{path}: field '{field_name}': {msg}")
+
+
+@dataclass
+class Spec:
+    path: Path
+    name: str
+    description: str
+    entry: str
+    baseline: Path
+    dtype: str
+    check_dtype: str
+    inputs: list[dict]
+    output: dict
+    reference: str
+    tolerance: float
+    shapes: list[dict]
+    check_shapes: list[dict]
+    cost: dict
+    timing: dict
+    loop: dict
+    model: str
+    search_space: dict = field(default_factory=dict)
+
+    @property
+    def input_names(self) -> list[str]:
+        return [i["name"] for i in self.inputs]
+
+    def shape_label(self, shape: dict) -> str:
+        return "x".join(str(v) for v in shape.values())
+
+    def cost_of(self, shape: dict) -> tuple[float, float]:
+        """(flops, bytes) of one call on `shape`, from the spec's formulas."""
+        return (_eval_formula(self.cost["flops"], shape), _eval_formula(self.cost["bytes"], shape))
+
+    def to_checker(self) -> dict:
+        """The resolved spec the checker reads (plain JSON, no paths)."""
+        d = {k: getattr(self, k) for k in ("name", "entry", "dtype", "check_dtype", "inputs", "output",
+                                             "reference", "tolerance", "shapes", "check_shapes", "cost", "timing")}
+        flops, nbytes = self.cost_of(self.shapes[0])
+        d["cost_timed"] = {"flops": flops, "bytes": nbytes}   # the checker evaluates no formulas
+        return json.loads(json.dumps(d))
+
+    def summary(self) -> dict:
+        return {"name": self.name, "path": str(self.path), "entry": self.entry, "dtype": self.dtype,
+                "shapes": self.shapes, "check_shapes": self.check_shapes, "tolerance": self.tolerance,
+                "description": self.description, "model": self.model}
+
+
+_ALLOWED_FORMULA = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load,
+                    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.USub, ast.Mod)
+
+
+def _eval_formula(expr: str, shape: dict) -> float:
+    tree = ast.parse(str(expr), mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_FORMULA):
+            raise ValueError(f"unsupported syntax in formula {expr!r}")
+        if isinstance(node, ast.Name) and node.id not in shape:
+            raise ValueError(f"formula {expr!r} uses unknown symbol {node.id!r}")
+    return float(eval(compile(tree, "<formula>", "eval"), {"__builtins__": {}}, dict(shape)))
+
+
+def _req(d, key, path, where, types):
+    if key not in d:
+        raise SpecError(path, f"{where}{key}", "is required")
+    v = d[key]
+    if not isinstance(v, types) or isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise SpecError(path, f"{where}{key}", f"must be {_tname(types)}, got {type(v).__name__}")
+    return v
+
+
+def _tname(types):
+    types = types if isinstance(types, tuple) else (types,)
+    return " or ".join({"str": "a string", "list": "a list", "dict": "a mapping", "int": "an integer",
+                        "float": "a number"}.get(t.__name__, t.__name__) for t in types)
+
+
+def _shapes(raw, path, fname, symbols):
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(path, fname, "must be a non-empty list of {symbol: size} mappings")
+    out = []
+    for i, s in enumerate(raw):
+        if not isinstance(s, dict):
+            raise SpecError(path, f"{fname}[{i}]", "must be a mapping like {M: 4096, N: 4096}")
+        missing = [x for x in symbols if x not in s]
+        if missing:
+            raise SpecError(path, f"{fname}[{i}]", f"missing symbol(s) {missing}")
+        for k, v in s.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise SpecError(path, f"{fname}[{i}].{k}", f"must be a positive integer, got {v!r}")
+        out.append({k: int(s[k]) for k in s})
+    return out
+
+
+def load_spec(path) -> Spec:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(path, "(file)", "spec file not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise SpecError(path, "(yaml)", f"not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise SpecError(path, "(top level)", "must be a mapping of fields")
+
+    name = _req(raw, "name", path, "", str)
+    entry = _req(raw, "entry", path, "", str)
+    if not entry.isidentifier():
+        raise SpecError(path, "entry", f"{entry!r} is not a Python identifier")
+    base = path.parent / _req(raw, "baseline", path, "", str)
+    if not base.is_file():
+        raise SpecError(path, "baseline", f"file {base} not found (paths are relative to the spec)")
+    dtype = raw.get("dtype", "bfloat16")
+    if dtype not in DTYPES:
+        raise SpecError(path, "dtype", f"must be one of {DTYPES}, got {dtype!r}")
+    # The Triton interpreter computes tl.dot wrongly for bf16 operands (Triton 3.8), so
+    # interpreter checks run in fp16 unless the spec says otherwise.
+    check_dtype = raw.get("check_dtype", "float16" if dtype == "bfloat16" else dtype)
+    if check_dtype not in DTYPES:
+        raise SpecError(path, "check_dtype", f"must be one of {DTYPES}, got {check_dtype!r}")
+
+    inputs = _req(raw, "inputs", path, "", list)
+    symbols: list[str] = []
+    for i, inp in enumerate(inputs):
+        where = f"inputs[{i}]."
+        if not isinstance(inp, dict):
+            raise SpecError(path, f"inputs[{i}]", "must be a mapping with name and shape")
+        n = _req(inp, "name", path, where, str)
+        if not n.isidentifier():
+            raise SpecError(path, where + "name", f"{n!r} is not a Python identifier")
+        shp = _req(inp, "shape", path, where, list)
+        for s in shp:
+            if not (isinstance(s, str) and s.isidentifier()) and not (isinstance(s, int) and s > 0):
+                raise SpecError(path, where + "shape", f"entries must be symbols or positive ints, got {s!r}")
+            if isinstance(s, str) and s not in symbols:
+                symbols.append(s)
+        if inp.get("dtype", dtype) not in DTYPES:
+            raise SpecError(path, where + "dtype", f"must be one of {DTYPES}")
+        if inp.get("dist", "normal") not in ("normal", "uniform"):
+            raise SpecError(path, where + "dist", "must be 'normal' or 'uniform'")
+    names = [i["name"] for i in inputs]
+    if len(set(names)) != len(names):
+        raise SpecError(path, "inputs", f"duplicate input names {names}")
+
+    output = _req(raw, "output", path, "", dict)
+    oshape = _req(output, "shape", path, "output.", list)
+    for s in oshape:
+        if isinstance(s, str) and s not in symbols:
+            raise SpecError(path, "output.shape", f"symbol {s!r} is not used by any input")
+    reference = _req(raw, "reference", path, "", str)
+    try:
+        ast.parse(reference, mode="eval")
+    except SyntaxError as e:
+        raise SpecError(path, "reference", f"not a valid Python expression: {e.msg}") from None
+
+    tol = raw.get("tolerance")
+    if isinstance(tol, dict):
+        tol = tol.get("rel_l2")
+    if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not (0 < tol < 1):
+        raise SpecError(path, "tolerance", f"must be a rel-L2 number in (0, 1), got {tol!r}")
+
+    shapes = _shapes(raw.get("shapes"), path, "shapes", symbols)
+    check_shapes = _shapes(raw.get("check_shapes", shapes), path, "check_shapes", symbols)
+
+    cost = _req(raw, "cost", path, "", dict)
+    for k in ("flops", "bytes"):
+        if k not in cost:
+            raise SpecError(path, f"cost.{k}", "is required (a formula in the shape symbols)")
+        try:
+            _eval_formula(cost[k], shapes[0])
+        except (ValueError, SyntaxError, ZeroDivisionError) as e:
+            raise SpecError(path, f"cost.{k}", str(e)) from None
+
+    timing = {"warmup": 10, "reps": 50, **(raw.get("timing") or {})}
+    for k in ("warmup", "reps"):
+        if not isinstance(timing[k], int) or timing[k] < (0 if k == "warmup" else 3):
+            raise SpecError(path, f"timing.{k}", f"must be an integer ({'>= 0' if k == 'warmup' else '>= 3'})")
+
+    loop = {"iterations": 30, "min_gain": 0.02, "research_after": 3, "patience": 0, "sigma": 2.0,
+            **(raw.get("loop") or {})}
+    if not isinstance(loop["iterations"], int) or loop["iterations"] < 0:
+        raise SpecError(path, "loop.iterations", "must be a non-negative integer")
+    if not isinstance(loop["min_gain"], (int, float)) or not (0 <= loop["min_gain"] < 1):
+        raise SpecError(path, "loop.min_gain", "must be a number in [0, 1)")
+    if not isinstance(loop["research_after"], int) or loop["research_after"] < 1:
+        raise SpecError(path, "loop.research_after", "must be a positive integer")
+    if not isinstance(loop["patience"], int) or loop["patience"] < 0:
+        raise SpecError(path, "loop.patience", "must be an integer >= 0 (0 = off)")
+
+    model = raw.get("model", "matmul")
+    if model not in MODELS:
+        raise SpecError(path, "model", f"must be one of {MODELS}, got {model!r}")
+
+    space = raw.get("search_space") or {}
+    if not isinstance(space, dict):
+        raise SpecError(path, "search_space", "must be a mapping of CONFIG key -> list of values")
+    for k, vals in space.items():
+        if not isinstance(vals, list) or not vals:
+            raise SpecError(path, f"search_space.{k}", "must be a non-empty list of values")
+        for v in vals:
+            if not isinstance(v, (int, float, str, bool)):
+                raise SpecError(path, f"search_space.{k}", f"values must be literals, got {v!r}")
+
+    return Spec(path=path, name=name, description=str(raw.get("description", "")), entry=entry,
+                baseline=base, dtype=dtype, check_dtype=check_dtype,
+                inputs=[{"name": i["name"], "shape": list(i["shape"]), "dtype": i.get("dtype", dtype),
+                         "dist": i.get("dist", "normal"), "scale": float(i.get("scale", 1.0))}
+                        for i in inputs],
+                output={"shape": list(oshape), "dtype": output.get("dtype", dtype)},
+                reference=reference, tolerance=float(tol), shapes=shapes, check_shapes=check_shapes,
+                cost=dict(cost), timing=timing, loop=loop, model=model, search_space=space)
+
