@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
-import os
+import logging
 import platform
 import shutil
 import sys
@@ -65,7 +64,10 @@ def make_proposer(kind: str, spec: Spec, seed: int):
             if kind == "llm":
                 raise UserError(f"the LLM proposer is unavailable: {e}") from None
         else:
-            llm = nemotron_client.from_env()
+            try:
+                llm = nemotron_client.from_env()
+            except ValueError as e:   # a malformed KERNLOOP_LLM_* value names the variable
+                raise UserError(str(e)) from None
         if kind == "llm" and llm is None:
             raise UserError("--proposer llm needs KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL")
     if llm is not None:
@@ -76,11 +78,11 @@ def make_proposer(kind: str, spec: Spec, seed: int):
 
 
 def make_researcher():
+    import research
     try:
-        import research
-    except ImportError:
-        return None
-    return research.Researcher.from_env()
+        return research.Researcher.from_env()
+    except ValueError as e:   # a malformed KERNLOOP_RESEARCH_* / TAVILY_* value
+        raise UserError(str(e)) from None
 
 
 def render_page(run_dir: Path) -> Path | None:
@@ -187,7 +189,9 @@ def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run
           "proposal": {**prop.meta, **save_proposal(run_dir, cid, prop),
                        "latency_s": prop.meta.get("latency_s", round(time.monotonic() - t0, 3)),
                        "error": prop.error,
-                       "parse_error": prop.error if prop.code is None and not prop.fatal else None},
+                       # only an unusable answer is fed back as a parse error; an HTTP failure is not
+                       "parse_error": prop.error if prop.code is None
+                       and prop.meta.get("error_kind") == "parse" else None},
           "contract": None, "result": None}
     if prop.code is None:
         ev["decision"] = {"verdict": "invalid", "promoted": False,
@@ -276,13 +280,21 @@ def loop(args) -> int:
 
     backend, backend_why = make_backend(args.backend, seed=args.seed)
     proposer, proposer_note = make_proposer(args.proposer, spec, args.seed + len(resume_events))
-    researcher = make_researcher()
+    # The tuner only changes numbers inside the search space: research would spend Tavily
+    # credits on notes nobody reads, so it runs only for an LLM proposer.
+    researcher = None if isinstance(proposer, Tuner) else make_researcher()
+    if researcher is not None and resume_events:
+        researcher.remember(resume_events)   # never re-send a query this run already sent
     log = RunLog(run_dir / "run.jsonl", run_id, backend.name, backend.synthetic)
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
     tag = "SYNTHETIC " if backend.synthetic else ""
     say(f"{tag}kernloop: {backend_why}")
     say(f"{tag}kernloop: {proposer_note}")
     tuner = proposer if isinstance(proposer, Tuner) else None
+    if tuner is not None:
+        say(f"{tag}kernloop: research off: {_no_research_note()}")
+    elif researcher is not None:
+        say(f"{tag}kernloop: research source: {researcher.source}")
 
     st = State()
     t_start = time.monotonic()
@@ -294,8 +306,8 @@ def loop(args) -> int:
                    backend_note=backend_why, device=backend.device, seed=args.seed,
                    iterations=budget, patience=patience, min_gain=min_gain, sigma=sigma,
                    argv=sys.argv[1:], versions=versions(),
-                   research_source=getattr(researcher, "source", None),
-                   tuner_uses_notes=False if tuner else None)
+                   research=researcher.describe() if researcher else None,
+                   research_note=None if researcher else _no_research_note())
     else:
         st.replay(resume_events, tuner)
         say(f"{tag}kernloop: resuming {run_dir} after iteration {st.done} "
@@ -355,7 +367,8 @@ def loop(args) -> int:
         say(status_line(ev, budget, backend.synthetic))
         if is_fatal:
             fatal = ev["proposal"].get("error") or "fatal proposer error"
-        elif researcher is not None and st.streak and _research_due(st.streak, spec):
+        elif researcher is not None and st.streak and st.done < budget \
+                and _research_due(st.streak, spec):
             do_research("streak")
         render_page(run_dir)
 
@@ -378,6 +391,11 @@ def loop(args) -> int:
     return 0
 
 
+def _no_research_note() -> str:
+    import research
+    return research.TUNER_NOTE
+
+
 def _research_due(streak: int, spec: Spec) -> bool:
     import research
     return research.research_due(False, streak, int(spec.loop["research_after"]))
@@ -385,6 +403,9 @@ def _research_due(streak: int, spec: Spec) -> bool:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if not args.quiet:   # the LLM client logs one line per proposal on the kernloop.* loggers
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         return loop(args)
     except SpecError as e:

@@ -10,6 +10,9 @@ import yaml
 
 DTYPES = ("float16", "bfloat16", "float32")
 MODELS = ("matmul", "rowwise", "gemv", "elementwise")
+KNOWN_FIELDS = {"name", "description", "entry", "baseline", "dtype", "check_dtype", "inputs", "output",
+                "reference", "tolerance", "shapes", "check_shapes", "cost", "timing", "loop", "model",
+                "search_space", "compare"}
 
 
 class SpecError(ValueError):
@@ -38,6 +41,7 @@ class Spec:
     loop: dict
     model: str
     search_space: dict = field(default_factory=dict)
+    compare: dict = field(default_factory=dict)   # label -> torch expression a user would pick
 
     @property
     def input_names(self) -> list[str]:
@@ -120,6 +124,9 @@ def load_spec(path) -> Spec:
         raise SpecError(path, "(yaml)", f"not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise SpecError(path, "(top level)", "must be a mapping of fields")
+    unknown = sorted(set(raw) - KNOWN_FIELDS)
+    if unknown:   # a typo ("tolerence") must not silently fall back to a default
+        raise SpecError(path, unknown[0], f"unknown field (known: {', '.join(sorted(KNOWN_FIELDS))})")
 
     name = _req(raw, "name", path, "", str)
     entry = _req(raw, "entry", path, "", str)
@@ -219,7 +226,16 @@ def load_spec(path) -> Spec:
             if not isinstance(v, (int, float, str, bool)):
                 raise SpecError(path, f"search_space.{k}", f"values must be literals, got {v!r}")
 
-    return Spec(path=path, name=name, description=str(raw.get("description", "")), entry=entry,
+    compare = raw.get("compare") or {}
+    if not isinstance(compare, dict) or not all(isinstance(v, str) for v in compare.values()):
+        raise SpecError(path, "compare", "must map a label to a torch expression string")
+    for label, expr in compare.items():
+        try:
+            ast.parse(expr, mode="eval")
+        except SyntaxError as e:
+            raise SpecError(path, f"compare.{label}", f"not a valid Python expression: {e.msg}") from None
+
+    return Spec(path=path, compare=dict(compare), name=name, description=str(raw.get("description", "")), entry=entry,
                 baseline=base, dtype=dtype, check_dtype=check_dtype,
                 inputs=[{"name": i["name"], "shape": list(i["shape"]), "dtype": i.get("dtype", dtype),
                          "dist": i.get("dist", "normal"), "scale": float(i.get("scale", 1.0))}

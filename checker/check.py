@@ -15,7 +15,6 @@ replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), a
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
 import json
 import math
@@ -291,13 +290,13 @@ def run(args, result: dict) -> None:
         except Exception as e:
             raise Reject("correctness", f"candidate raised on shape {label}: {type(e).__name__}: "
                          f"{str(e)[:500]}")
+        check_inputs_unchanged(torch, case["inputs"], case["saved"])
         try:
             rel = validate(torch, out, case["ref"], spec, case["shape"], out_dtype, device,
                            case["inputs"], tol)
         except Reject as r:
             rel_l2[label] = _rel_or_nan(torch, out, case["ref"])
             raise r
-        check_inputs_unchanged(torch, case["inputs"], case["saved"])
         rel_l2[label] = max(rel, rel_l2.get(label, 0.0))
         del out
     if threading.active_count() > threads_before:

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""The tuner alone on a real GPU, per spec, and what a user would otherwise pick, side by side.
+
+For each spec: run the whole loop (`orchestrator.py --backend local --proposer tuner`), then time
+in ONE process, interleaved, with the checker's flush before every rep: the naive baseline, the
+loop's champion and each `compare:` expression of the spec (torch.mm, torch.softmax, ...).
+Reports medians, speedups, % of the measured copy bandwidth / matmul rate, candidates tried, GPU
+seconds spent in checker jobs and the loop's wall time. Writes one JSON file and a tarball of the
+run folders (pages included).
+
+  python bench/spec_results.py --out results/spec_results.json --specs matmul:30,softmax:15
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import orchestrator  # noqa: E402
+from bench.checker_validation import ceilings, timed_inputs  # noqa: E402
+from checker.check import Flusher, load_module, reference, summarize, time_ab  # noqa: E402
+from spec import load_spec  # noqa: E402
+from trajectory import read_events  # noqa: E402
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def rel_l2(out, ref):
+    o = out.float()
+    return float(torch.linalg.vector_norm(o - ref) / torch.linalg.vector_norm(ref))
+
+
+def run_loop(spec_path: Path, iterations: int, out_dir: Path, seed: int) -> tuple[Path, float]:
+    before = set(out_dir.glob("*")) if out_dir.exists() else set()
+    t0 = time.monotonic()
+    rc = orchestrator.main(["--spec", str(spec_path), "--backend", "local", "--proposer", "tuner",
+                            "--iterations", str(iterations), "--out", str(out_dir), "--seed", str(seed)])
+    wall = time.monotonic() - t0
+    new = sorted(set(out_dir.glob("*")) - before)
+    if rc != 0 or not new:
+        raise RuntimeError(f"loop failed for {spec_path} (rc {rc})")
+    return new[-1], wall
+
+
+def side_by_side(spec, run_dir: Path, reps: int) -> dict:
+    inputs = timed_inputs(spec, seed=777)
+    ref = reference(torch, spec.to_checker(), inputs, torch.float32)
+    fns = {"naive baseline": getattr(load_module(str(run_dir / "baseline.py"), f"b_{spec.name}"), spec.entry),
+           "KernLoop champion": getattr(load_module(str(run_dir / "champion.py"), f"c_{spec.name}"), spec.entry)}
+    names = [i["name"] for i in spec.inputs]
+    for label, expr in spec.compare.items():
+        code = compile(expr, f"<compare {label}>", "eval")
+        fns[label] = (lambda code: lambda *a: eval(code, {"torch": torch, "F": torch.nn.functional,
+                                                           "math": math}, dict(zip(names, a))))(code)
+    errs = {k: rel_l2(f(*inputs), ref) for k, f in fns.items()}
+    torch.cuda.synchronize()
+    fl = Flusher(torch, torch.device("cuda"), "read")
+    samples, _ = time_ab(torch, list(fns.values()), [inputs], 10, reps, fl)
+    stats = {k: summarize(s, 10) for k, s in zip(fns, samples)}
+    return {"stats": stats, "rel_l2": errs}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="results/spec_results.json")
+    ap.add_argument("--runs", default="/tmp/kernloop_bench_runs")
+    ap.add_argument("--tar", default=None, help="tarball of the run folders")
+    ap.add_argument("--specs", default="matmul:30,softmax:15,rmsnorm:15,gemv:15,layernorm:15,matmul_bias_gelu:20")
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    res = {"argv": sys.argv, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__,
+           "device": torch.cuda.get_device_name(0), "ceilings": ceilings(), "specs": {}}
+    import triton
+    res["triton"] = triton.__version__
+    copy_bw = res["ceilings"]["copy_gbps_read_plus_write"] * 1e9
+    mm_rate = res["ceilings"]["mm_bf16_8192_tflops"] * 1e12
+    runs = Path(a.runs)
+    for item in a.specs.split(","):
+        name, _, iters = item.partition(":")
+        spec_path = ROOT / "specs" / f"{name}.yaml"
+        try:
+            spec = load_spec(spec_path)
+            run_dir, wall = run_loop(spec_path, int(iters or 15), runs, a.seed)
+            ev = read_events(run_dir / "run.jsonl")
+            its = [e for e in ev if e["event"] == "iteration"]
+            gpu_s = sum(((e.get("result") or {}).get("backend_meta") or {}).get("wall_s") or 0 for e in ev
+                        if e["event"] in ("iteration", "baseline"))
+            sbs = side_by_side(spec, run_dir, a.reps)
+            flops, nbytes = spec.cost_of(spec.shapes[0])
+            table = {}
+            for k, st in sbs["stats"].items():
+                s = st["median_ms"] / 1e3
+                table[k] = {"median_ms": st["median_ms"], "mean_ms": st["mean_ms"], "std_ms": st["std_ms"],
+                            "pct_copy_bw": 100 * nbytes / s / copy_bw, "pct_mm_rate": 100 * flops / s / mm_rate,
+                            "rel_l2": sbs["rel_l2"][k]}
+            champ = table["KernLoop champion"]["median_ms"]
+            for k in table:
+                table[k]["champion_speedup_over_this"] = table[k]["median_ms"] / champ
+            end = next((e for e in ev if e["event"] == "run_end"), {})
+            res["specs"][name] = {
+                "run_dir": run_dir.name, "iterations": len(its),
+                "promotions": sum(1 for e in its if (e.get("decision") or {}).get("promoted")),
+                "verdicts": {v: sum(1 for e in its if e["decision"]["verdict"] == v)
+                             for v in ("promoted", "rejected", "incorrect", "failed", "invalid")},
+                "champion_config": next((e.get("candidate_config") for e in its
+                                         if e["candidate_id"] == end.get("champion_id")), "baseline"),
+                "gpu_seconds_in_jobs": gpu_s, "loop_wall_s": wall, "table": table,
+                "shape": spec.shapes[0], "flops": flops, "bytes": nbytes}
+            log(f"{name}: " + ", ".join(f"{k} {v['median_ms']:.4f} ms" for k, v in table.items()))
+        except Exception as e:   # noqa: BLE001 - one spec failing must not lose the others
+            import traceback
+            res["specs"][name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
+            log(f"{name} failed: {e}")
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(res, indent=1))
+    if a.tar:
+        with tarfile.open(a.tar, "w:gz") as t:
+            for d in runs.glob("*"):
+                for f in ("run.jsonl", "trajectory.html", "champion.py", "baseline.py"):
+                    if (d / f).exists():
+                        t.add(d / f, arcname=f"{d.name}/{f}")
+                for f in (d / "candidates").glob("*.py"):
+                    t.add(f, arcname=f"{d.name}/candidates/{f.name}")
+    print("\n== spec results ==")
+    for name, r in res["specs"].items():
+        if "error" in r:
+            print(f"{name:<18} ERROR {r['error'][:150]}")
+            continue
+        print(f"{name:<18} its={r['iterations']} prom={r['promotions']} gpu_s={r['gpu_seconds_in_jobs']:.0f} wall_s={r['loop_wall_s']:.0f}")
+        for k, v in r["table"].items():
+            print(f"   {k:<24} {v['median_ms']:.4f} ms  x{v['champion_speedup_over_this']:.2f}  "
+                  f"bw {v['pct_copy_bw']:.0f}%  mm {v['pct_mm_rate']:.0f}%  relL2 {v['rel_l2']:.1e}")
+
+
+if __name__ == "__main__":
+    main()

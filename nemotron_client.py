@@ -1,0 +1,662 @@
+"""Nemotron proposer: an OpenAI-compatible chat client under the code-only contract.
+
+One proposal = build a bounded prompt (spec, champion code and profile, recent rejections,
+research notes, the contract) -> one chat completion (with our own bounded retries so every
+attempt is logged) -> extract exactly one Python file from the answer (reasoning stripped)
+-> on a parse failure, one immediate repair request that states the reason.
+
+It never raises for HTTP or parse problems: it returns Proposal(code=None, error=reason).
+Only an authentication failure is fatal (Proposal.fatal=True): retrying a bad key is futile.
+The API key never leaves the Authorization header: not in describe(), meta, prompt,
+response or error text (server messages that echo it are redacted).
+
+Configuration is environment only (see ENV_VARS); the same code talks to NVIDIA's API
+catalog, Nebius Token Factory, vLLM, Ollama or any OpenAI-compatible server.
+
+Proposal.meta: model, endpoint_host, latency_s, attempts (HTTP requests made, retries and
+repairs included), repairs, prompt_tokens and completion_tokens (server-reported, summed; None
+when the server reports none), finish_reason, prompt_tokens_est, prompt_over_budget; on
+failure also error_kind ("parse" | "request" | "auth"), error_class and, for request/auth,
+status_code. A "parse" error is the model's fault: its text belongs in the next
+ProposalContext.last_parse_error.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import math
+import os
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+from proposer import Proposal, ProposalContext
+
+try:   # imported lazily in effect: a tuner-only run must not need the package
+    import openai
+except ImportError:   # pragma: no cover - exercised only without the package
+    openai = None
+
+log = logging.getLogger("kernloop.nemotron")
+
+DEFAULT_BASE_URL = "https://integrate.api.nvidia.com/v1"
+# Nemotron 3 Super on NVIDIA's API catalog (build.nvidia.com), reasoning toggled by
+# chat_template_kwargs.enable_thinking.
+DEFAULT_MODEL = "nvidia/nemotron-3-super-120b-a12b"
+PLACEHOLDER_KEY = "not-needed"   # local servers (vLLM, Ollama) accept any bearer token
+CHARS_PER_TOKEN = 3.5            # rough: code and English average 3.5-4 chars a token
+BACKOFF_CAP_S = 60.0
+MAX_REJECTIONS = 8               # history bound before the token budget even applies
+REJECTION_REASON_CHARS = 600
+PARSE_ERROR_CHARS = 600
+NOTE_CHARS = 200
+
+ENV_VARS: dict[str, str] = {
+    "KERNLOOP_LLM_BASE_URL": f"OpenAI-compatible endpoint (default {DEFAULT_BASE_URL}); e.g. "
+        "https://api.tokenfactory.nebius.com/v1 (Nebius Token Factory), "
+        "http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama)",
+    "KERNLOOP_LLM_MODEL": f"model id (default {DEFAULT_MODEL})",
+    "KERNLOOP_LLM_API_KEY": "API key (fallback NVIDIA_API_KEY); with only a base URL set a "
+        f"placeholder '{PLACEHOLDER_KEY}' is sent. With neither key nor base URL the loop "
+        "uses the embedded tuner",
+    "NVIDIA_API_KEY": "fallback for KERNLOOP_LLM_API_KEY (the name build.nvidia.com uses)",
+    "KERNLOOP_LLM_TEMPERATURE": "sampling temperature (default 1.0; 'none' = server default)",
+    "KERNLOOP_LLM_TOP_P": "nucleus sampling top_p (default 0.95; 'none' = server default)",
+    "KERNLOOP_LLM_MAX_TOKENS": "max completion tokens, reasoning included (default 16384)",
+    "KERNLOOP_LLM_REASONING": "on | off | unset (default unset = server default): sent as "
+        "extra_body chat_template_kwargs.enable_thinking; Llama-Nemotron v1 models get the "
+        "'detailed thinking on|off' system line instead",
+    "KERNLOOP_LLM_TIMEOUT_S": "per-request timeout in seconds (default 300)",
+    "KERNLOOP_LLM_MAX_RETRIES": "retries after a 429, 5xx, timeout or connection error "
+        "(default 3; then the iteration fails cleanly and the loop goes on)",
+    "KERNLOOP_LLM_BACKOFF_S": "first retry delay in seconds, doubled each retry, capped at "
+        f"{BACKOFF_CAP_S:g} s; a Retry-After header is honoured up to the cap (default 2)",
+    "KERNLOOP_LLM_REPAIR_RETRIES": "immediate repair requests after an unparseable answer, "
+        "stating the reason (default 1; 0 = the reason goes into the next iteration's prompt)",
+    "KERNLOOP_LLM_PROMPT_TOKENS": "prompt budget in estimated tokens (default 16000): history "
+        "and research notes are shortened to fit, never the contract or the code",
+}
+
+# The code-only contract, verbatim in every system prompt (never shortened).
+CONTRACT = """\
+CONTRACT (a candidate that breaks it is rejected before it runs):
+1. Answer with ONE complete Python file and nothing else: a single ```python fenced block,
+   or the bare file. No second code block, no diff, no "..." placeholders, no omitted parts.
+2. The first line of the file is a comment `# NOTE: <one line: what you changed and why>`.
+3. You MAY change: block sizes, num_warps, num_stages, split-K structure (and the tiling,
+   grouping and loop structure inside the Triton kernels). Keep the tunables in the
+   module-level CONFIG dict literal that the launcher reads.
+4. You MAY NOT: add host syncs (.item(), .cpu(), .tolist(), .numpy(),
+   torch.cuda.synchronize) or use streams and events; branch in Python on tensor values
+   (data-dependent branching); compute the operation with torch instead of a Triton kernel
+   (torch may only allocate); import anything beyond torch, triton and math; do I/O (print,
+   open), threads, subprocesses or environment access; add try/except fallbacks; keep
+   module-level state other than constants and CONFIG (no caches); change the entry
+   function's name or signature, its inputs, its output, or any dtype."""
+
+SYSTEM_ROLE = ("You are an expert GPU performance engineer who writes Triton kernels. "
+               "You improve a kernel file so that it runs faster on the same GPU while "
+               "staying numerically correct.")
+
+
+# ================================================================ configuration
+
+@dataclass(frozen=True)
+class LLMConfig:
+    base_url: str = DEFAULT_BASE_URL
+    model: str = DEFAULT_MODEL
+    api_key: str = field(default=PLACEHOLDER_KEY, repr=False)   # never printed
+    temperature: float | None = 1.0
+    top_p: float | None = 0.95
+    max_tokens: int = 16384
+    reasoning: str | None = None        # "on" | "off" | None
+    timeout_s: float = 300.0
+    max_retries: int = 3
+    backoff_s: float = 2.0
+    repair_retries: int = 1
+    prompt_tokens: int = 16000
+
+
+def _env(env: Mapping[str, str], name: str) -> str | None:
+    """An env value with surrounding blanks removed; empty means unset."""
+    v = env.get(name)
+    return v.strip() if v and v.strip() else None
+
+
+def _number(env, name, default, cast, lo, hi, allow_none=False):
+    raw = _env(env, name)
+    if raw is None:
+        return default
+    if allow_none and raw.lower() in ("none", "default"):
+        return None
+    try:
+        val = cast(raw)
+    except ValueError:
+        kind = "an integer" if cast is int else "a number"
+        raise ValueError(f"{name}: expected {kind}, got {raw!r}") from None
+    if not (lo <= val <= hi):   # also rejects NaN
+        raise ValueError(f"{name}: {val} is outside [{lo}, {hi}]")
+    return val
+
+
+def config_from_env(env: Mapping[str, str] = os.environ) -> LLMConfig | None:
+    """The LLM settings, or None when no key and no base URL are configured."""
+    key = _env(env, "KERNLOOP_LLM_API_KEY") or _env(env, "NVIDIA_API_KEY")
+    base = _env(env, "KERNLOOP_LLM_BASE_URL")
+    if key is None and base is None:
+        return None
+    reasoning = _env(env, "KERNLOOP_LLM_REASONING")
+    if reasoning is not None:
+        reasoning = reasoning.lower()
+        if reasoning in ("unset", "default", "none"):
+            reasoning = None
+        elif reasoning not in ("on", "off"):
+            raise ValueError(f"KERNLOOP_LLM_REASONING: expected on, off or unset, got {reasoning!r}")
+    return LLMConfig(
+        base_url=base or DEFAULT_BASE_URL,
+        model=_env(env, "KERNLOOP_LLM_MODEL") or DEFAULT_MODEL,
+        api_key=key or PLACEHOLDER_KEY,
+        temperature=_number(env, "KERNLOOP_LLM_TEMPERATURE", 1.0, float, 0.0, 2.0, True),
+        top_p=_number(env, "KERNLOOP_LLM_TOP_P", 0.95, float, 0.0, 1.0, True),
+        max_tokens=_number(env, "KERNLOOP_LLM_MAX_TOKENS", 16384, int, 1, 10_000_000),
+        reasoning=reasoning,
+        timeout_s=_number(env, "KERNLOOP_LLM_TIMEOUT_S", 300.0, float, 0.001, 86400.0),
+        max_retries=_number(env, "KERNLOOP_LLM_MAX_RETRIES", 3, int, 0, 20),
+        backoff_s=_number(env, "KERNLOOP_LLM_BACKOFF_S", 2.0, float, 0.0, BACKOFF_CAP_S),
+        repair_retries=_number(env, "KERNLOOP_LLM_REPAIR_RETRIES", 1, int, 0, 5),
+        prompt_tokens=_number(env, "KERNLOOP_LLM_PROMPT_TOKENS", 16000, int, 500, 10_000_000),
+    )
+
+
+def from_env(env: Mapping[str, str] = os.environ) -> "NemotronProposer | None":
+    """A configured proposer, or None (the orchestrator then uses the tuner and says so).
+    Raises ValueError naming the variable when a setting is malformed."""
+    cfg = config_from_env(env)
+    return None if cfg is None else NemotronProposer(cfg)
+
+
+def endpoint_host(base_url: str) -> str:
+    """host[:port] only: never user:password@ or a query string that might carry a token."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or "?"
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+# ================================================================ prompt
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def messages_tokens(messages: list[dict]) -> int:
+    return sum(estimate_tokens(m["content"]) + 4 for m in messages)   # +4: role framing
+
+
+def _clip(text: str, limit: int, one_line: bool = False) -> str:
+    text = " ".join(str(text).split()) if one_line else str(text).strip()
+    return text if len(text) <= limit else text[: limit - 15].rstrip() + " …[truncated]"
+
+
+def _fmt_shape(shape: Any) -> str:
+    if isinstance(shape, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in shape.items())
+    return str(shape)
+
+
+def _spec_section(spec: Any) -> str:
+    g = lambda name, default=None: getattr(spec, name, default)   # duck-typed spec.Spec
+    lines = [f"## Task: {g('name', '?')}"]
+    if g("description"):
+        lines.append(str(g("description")).strip())
+    lines.append(f"Entry function: `{g('entry', '?')}` (keep its name and signature).")
+    lines.append(f"Dtype: {g('dtype', '?')}. Correctness: rel-L2 error <= {g('tolerance', '?')} "
+                 "against a float32 reference, on every shape.")
+    inputs = g("inputs") or []
+    if inputs:
+        lines.append("Inputs, in order:")
+        for inp in inputs:
+            d = inp if isinstance(inp, Mapping) else vars(inp)
+            shape = d.get("shape", "?")
+            shape = f"[{', '.join(map(str, shape))}]" if isinstance(shape, (list, tuple)) else shape
+            lines.append(f"  - {d.get('name', '?')}: shape {shape}, "
+                         f"dtype {d.get('dtype', g('dtype', '?'))}")
+    shapes = list(g("shapes") or [])
+    if shapes:
+        lines.append(f"Timed shape: {_fmt_shape(shapes[0])}")
+        if len(shapes) > 1:
+            lines.append("Also checked for correctness (odd sizes must work, mask them): "
+                         + "; ".join(_fmt_shape(s) for s in shapes[1:]))
+    return "\n".join(lines)
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, default=str, sort_keys=True)
+    return str(v)
+
+
+def _profile_section(champion_id: str, profile: Mapping) -> str:
+    lines = [f"## Champion `{champion_id}`: measured profile"]
+    timing = [f"{k[:-3]} {_fmt_value(profile[k])} ms"
+              for k in ("mean_ms", "min_ms", "median_ms", "std_ms") if profile.get(k) is not None]
+    if timing:
+        lines.append("Time: " + ", ".join(timing))
+    for key, label in (("roofline", "% of roofline"), ("rel_l2", "rel-L2 per shape")):
+        if profile.get(key) is not None:
+            lines.append(f"{label}: {_fmt_value(profile[key])}")
+    for k, v in profile.items():   # anything else the checker reported, as given
+        if k not in ("mean_ms", "min_ms", "median_ms", "std_ms", "roofline", "rel_l2"):
+            lines.append(f"{k}: {_fmt_value(v)}")
+    return "\n".join(lines)
+
+
+def _rejections_section(rejections: list[dict], omitted: int) -> str:
+    if not rejections and not omitted:
+        return ""
+    lines = ["## Recent rejected candidates (newest last): do not repeat these"]
+    if omitted:
+        lines.append(f"({omitted} older rejection(s) omitted)")
+    for r in rejections:
+        note = _clip(r.get("note") or "", NOTE_CHARS, one_line=True)
+        lines.append(f"- iteration {r.get('iteration', '?')} [{r.get('verdict', '?')}]"
+                     + (f" tried: {note}" if note else "")
+                     + f"\n  reason: {_clip(r.get('reason') or '?', REJECTION_REASON_CHARS)}")
+    return "\n".join(lines)
+
+
+def _system_message(reasoning_line: str | None) -> dict:
+    head = f"{reasoning_line}\n\n" if reasoning_line else ""
+    return {"role": "system", "content": f"{head}{SYSTEM_ROLE}\n\n{CONTRACT}"}
+
+
+def _user_message(ctx: ProposalContext, rejections: list[dict], omitted: int,
+                  notes: str | None) -> dict:
+    parts = [_spec_section(ctx.spec), _profile_section(ctx.champion_id, ctx.champion_profile or {})]
+    rej = _rejections_section(rejections, omitted)
+    if rej:
+        parts.append(rej)
+    if notes:
+        parts.append("## Research notes (may help; verify against the contract)\n" + notes.strip())
+    if ctx.last_parse_error:
+        parts.append("## Your previous answer could not be used\n"
+                     f"Reason: {_clip(ctx.last_parse_error, PARSE_ERROR_CHARS)}\n"
+                     "Follow the answer format in the contract exactly.")
+    parts.append(f"## Champion code (`{ctx.champion_id}`), the file to improve\n"
+                 f"```python\n{ctx.champion_code.rstrip()}\n```")
+    parts.append(f"## Your task (iteration {ctx.iteration})\n"
+                 "Write a faster version of this file, correct on every shape. Answer with the "
+                 "complete Python file only, starting with the `# NOTE:` line, as the contract "
+                 "says.")
+    return {"role": "user", "content": "\n\n".join(parts)}
+
+
+def build_prompt(ctx: ProposalContext, budget_tokens: int,
+                 reasoning_line: str | None = None) -> list[dict]:
+    """The chat messages for one proposal, within budget_tokens (estimated).
+
+    What shrinks to fit, in order: the oldest rejections, then the research notes (halved,
+    then dropped). The contract, the spec, the profile and the champion code are never cut;
+    if they alone exceed the budget the prompt goes out over budget (the caller logs it).
+    """
+    system = _system_message(reasoning_line)
+    rejections = list(ctx.rejections or [])[-MAX_REJECTIONS:]
+    omitted = len(ctx.rejections or []) - len(rejections)
+    notes = (ctx.research_notes or "").strip() or None
+
+    def render() -> list[dict]:
+        return [system, _user_message(ctx, rejections, omitted, notes)]
+
+    msgs = render()
+    while messages_tokens(msgs) > budget_tokens:
+        if rejections:
+            rejections.pop(0)     # history goes first, oldest first
+            omitted += 1
+        elif notes and len(notes) > 400:
+            notes = notes[: len(notes) // 2].rstrip() + "\n…[notes truncated to fit]"
+        elif notes:
+            notes = None
+        else:
+            break                 # only the untouchable parts remain
+        msgs = render()
+    return msgs
+
+
+def repair_message(reason: str) -> dict:
+    """The immediate follow-up after an unparseable answer."""
+    return {"role": "user", "content":
+            f"Your answer could not be used: {_clip(reason, PARSE_ERROR_CHARS)}\n"
+            "Reply again with ONE complete Python file and nothing else (a single ```python "
+            "block or the bare file), starting with the `# NOTE:` line. Follow the contract."}
+
+
+def render_messages(messages: list[dict]) -> str:
+    """Plain-text transcript of what was sent, for the file saved beside the candidate."""
+    return "\n\n".join(f"### {m['role']}\n{m['content']}" for m in messages) + "\n"
+
+
+# ================================================================ extraction
+
+_OPEN_FENCE = re.compile(r"^[ \t]{0,3}(`{3,})[ \t]*([A-Za-z0-9_+.-]*)[^`]*$")
+_CLOSE_FENCE = re.compile(r"^[ \t]{0,3}(`{3,})[ \t]*$")
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_PY_TAGS = ("", "python", "py", "python3")
+
+
+def _strip_think(content: str) -> tuple[str, bool]:
+    """Remove <think>…</think>; returns (answer, had_think)."""
+    text = _THINK_BLOCK.sub("", content)
+    had = text != content
+    low = text.lower()
+    # A chat template that opens <think> in the prompt leaves only the closing tag.
+    if "</think>" in low:
+        text = text[low.rfind("</think>") + len("</think>"):]
+        had = True
+    # An unclosed <think>: the answer never left the reasoning.
+    k = text.lower().find("<think>")
+    if k >= 0:
+        text = text[:k]
+        had = True
+    return text.strip(), had
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, str, bool]]:
+    """(language tag, body, closed) for every ``` block, scanning line by line."""
+    blocks, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        m = _OPEN_FENCE.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        fence, lang, body, closed = m.group(1), m.group(2).lower(), [], False
+        while i < len(lines):
+            c = _CLOSE_FENCE.match(lines[i])
+            i += 1
+            if c and len(c.group(1)) >= len(fence):
+                closed = True
+                break
+            body.append(lines[i - 1])
+        blocks.append((lang, "\n".join(body), closed))
+    return blocks
+
+
+def _syntax_error(code: str) -> str | None:
+    try:
+        ast.parse(code)
+    except SyntaxError as e:
+        return f"SyntaxError at line {e.lineno}: {e.msg}"
+    except ValueError as e:   # e.g. null bytes
+        return f"not parseable Python: {e}"
+    return None
+
+
+def extract_code(content: str | None, reasoning: str | None,
+                 finish_reason: str | None) -> tuple[str | None, str | None]:
+    """(code, None) for a usable answer, else (None, reason). Pure.
+
+    Accepted: one fenced block (```python, ```py or untagged), prose around it tolerated; or
+    a bare file that parses. Reasoning (<think> blocks, reasoning_content) is never code.
+    """
+    if finish_reason == "length":
+        return None, ("the answer was cut off at the max_tokens limit (finish_reason=length) "
+                      "before the file was complete; answer with the file only, no explanation, "
+                      "and keep any reasoning short")
+    if finish_reason == "content_filter":
+        return None, "the answer was blocked by the server's content filter (finish_reason=content_filter)"
+    text, had_think = _strip_think(content or "")
+    if not text:
+        if had_think:
+            return None, "the answer held only reasoning (a <think> block) and no Python file"
+        if reasoning and reasoning.strip():
+            return None, (f"the answer was empty: only reasoning_content ({len(reasoning)} chars) "
+                          "came back; the Python file must be in the answer itself")
+        return None, "the answer was empty"
+    blocks = _fenced_blocks(text)
+    if len(blocks) > 1:
+        tags = ", ".join(lang or "untagged" for lang, _, _ in blocks)
+        return None, (f"the answer held {len(blocks)} fenced code blocks ({tags}); answer with "
+                      "exactly one complete Python file")
+    if blocks:
+        lang, code, closed = blocks[0]
+        if lang not in _PY_TAGS:
+            return None, f"the only fenced block is tagged '{lang}', not python"
+        if not closed and _syntax_error(code):
+            return None, "the code fence was never closed and the text after it is not valid Python"
+    else:
+        code = text
+    if not code.strip():
+        return None, "the code block was empty"
+    err = _syntax_error(code)
+    if err and not blocks:
+        return None, ("no code found: the answer has no ```python block and is not a valid bare "
+                      f"Python file ({err})")
+    if err:
+        return None, f"the fenced block is not valid Python: {err}"
+    return code.strip("\n") + "\n", None
+
+
+def note_from_code(code: str) -> str:
+    """The `# NOTE:` line the contract asks for, else the first comment, clipped to one line."""
+    comments = []
+    for line in code.splitlines()[:15]:
+        s = line.strip()
+        m = re.match(r"#\s*NOTE:\s*(.+)", s, re.I)
+        if m:
+            return _clip(m.group(1), NOTE_CHARS, one_line=True)
+        if s.startswith("#") and not s.startswith("#!") and "coding" not in s:
+            comments.append(s.lstrip("#").strip())
+    first = next((c for c in comments if c), None)
+    return _clip(first, NOTE_CHARS, one_line=True) if first else "nemotron proposal (no # NOTE line)"
+
+
+# ================================================================ the proposer
+
+_REASONING_TOGGLE_BY_PROMPT = re.compile(r"llama-3\.[13]-nemotron-(nano|super|ultra)-\d+b-v1$", re.I)
+
+
+@dataclass
+class _Call:
+    """One chat request after retries: a completion, or why there is none."""
+    completion: Any = None
+    error: str | None = None
+    error_class: str | None = None
+    status: int | None = None
+    auth: bool = False
+    attempts: int = 0
+
+
+class NemotronProposer:
+    name = "nemotron"
+
+    def __init__(self, config: LLMConfig):
+        if openai is None:
+            raise RuntimeError("the Nemotron proposer needs the 'openai' package: pip install openai")
+        self.config = config
+        self.model = config.model
+        self.host = endpoint_host(config.base_url)
+        # max_retries=0: we retry ourselves so that every attempt is logged and bounded.
+        self._client = openai.OpenAI(base_url=config.base_url, api_key=config.api_key,
+                                     timeout=config.timeout_s, max_retries=0)
+
+    def __repr__(self) -> str:
+        return f"NemotronProposer(model={self.model!r}, endpoint_host={self.host!r})"
+
+    def describe(self) -> dict:
+        c = self.config
+        return {"proposer": self.name, "model": self.model, "endpoint_host": self.host,
+                "temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens,
+                "reasoning": c.reasoning or "server default"}
+
+    # -- request shaping
+    def _reasoning_line(self) -> str | None:
+        """Llama-Nemotron v1 models switch reasoning by a system-prompt line."""
+        if self.config.reasoning and _REASONING_TOGGLE_BY_PROMPT.search(self.model):
+            return f"detailed thinking {self.config.reasoning}"
+        return None
+
+    def _request_kwargs(self) -> dict:
+        c = self.config
+        kw: dict[str, Any] = {"model": c.model, "max_tokens": c.max_tokens, "stream": False}
+        if c.temperature is not None:
+            kw["temperature"] = c.temperature
+        if c.top_p is not None:
+            kw["top_p"] = c.top_p
+        if c.reasoning and not self._reasoning_line():
+            kw["extra_body"] = {"chat_template_kwargs": {"enable_thinking": c.reasoning == "on"}}
+        return kw
+
+    def _redact(self, text: str | None) -> str | None:
+        """Servers sometimes echo the key in error messages; it must not reach any log."""
+        key = self.config.api_key
+        if text and key and key != PLACEHOLDER_KEY and len(key) >= 4:
+            text = text.replace(key, "***")
+        return text
+
+    # -- transport with bounded retries
+    def _backoff(self, retry: int, exc: Exception) -> float:
+        delay = self.config.backoff_s * (2 ** (retry - 1))
+        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+        try:
+            delay = max(delay, float(headers.get("retry-after", 0)))
+        except (TypeError, ValueError):
+            pass   # an HTTP-date Retry-After: keep our own schedule
+        delay = min(delay, BACKOFF_CAP_S)
+        return delay * (1 + 0.1 * random.random())   # jitter: don't retry in lockstep
+
+    def _call(self, messages: list[dict]) -> _Call:
+        cfg, attempts = self.config, 0
+        while True:
+            attempts += 1
+            t0 = time.monotonic()
+            try:
+                completion = self._client.chat.completions.create(messages=messages,
+                                                                  **self._request_kwargs())
+                return _Call(completion=completion, attempts=attempts)
+            except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+                return _Call(error=f"authentication failed (HTTP {e.status_code}) at {self.host}: "
+                                   f"{self._redact(_api_message(e))}; check KERNLOOP_LLM_API_KEY "
+                                   "(or NVIDIA_API_KEY)",
+                             error_class=type(e).__name__, status=e.status_code, auth=True,
+                             attempts=attempts)
+            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
+                    openai.APIConnectionError) as e:
+                status = getattr(e, "status_code", None)
+                what = f"HTTP {status}" if status else type(e).__name__
+                if attempts > cfg.max_retries:
+                    return _Call(error=f"{what} from {self.host} after {attempts} attempt(s): "
+                                       f"{self._redact(_api_message(e))}",
+                                 error_class=type(e).__name__, status=status, attempts=attempts)
+                wait = self._backoff(attempts, e)
+                log.warning("nemotron: attempt %d/%d to %s failed after %.2fs (%s); retrying in %.2fs",
+                            attempts, cfg.max_retries + 1, self.host, time.monotonic() - t0,
+                            what, wait)
+                time.sleep(wait)
+            except openai.APIStatusError as e:   # 400/404/422…: retrying the same request won't help
+                return _Call(error=f"HTTP {e.status_code} from {self.host}: "
+                                   f"{self._redact(_api_message(e))}",
+                             error_class=type(e).__name__, status=e.status_code, attempts=attempts)
+            except Exception as e:   # malformed body etc.: this iteration fails, the loop goes on
+                return _Call(error=f"{type(e).__name__} talking to {self.host}: "
+                                   f"{self._redact(str(e))[:500]}",
+                             error_class=type(e).__name__, attempts=attempts)
+
+    # -- one proposal
+    def propose(self, ctx: ProposalContext) -> Proposal:
+        t0 = time.monotonic()
+        messages = build_prompt(ctx, self.config.prompt_tokens, self._reasoning_line())
+        est = messages_tokens(messages)
+        meta: dict[str, Any] = {
+            "model": self.model, "endpoint_host": self.host, "attempts": 0, "repairs": 0,
+            "prompt_tokens": None, "completion_tokens": None, "finish_reason": None,
+            "prompt_tokens_est": est, "prompt_over_budget": est > self.config.prompt_tokens}
+        responses: list[str] = []
+        code = reason = None
+        call = _Call()
+        for round_ in range(self.config.repair_retries + 1):
+            if round_:
+                messages = messages + [repair_message(reason)]
+                meta["repairs"] = round_
+            call = self._call(messages)
+            meta["attempts"] += call.attempts
+            if call.completion is None:
+                break
+            content, reasoning_text, finish = _unpack(call.completion)
+            _add_usage(meta, call.completion, finish)
+            responses.append(_render_response(round_, finish, reasoning_text, content))
+            code, reason = extract_code(content, reasoning_text, finish)
+            if code is not None:
+                break
+        meta["latency_s"] = round(time.monotonic() - t0, 3)
+        return self._finish(code, reason, call, meta, messages, responses)
+
+    def _finish(self, code, parse_reason, call: _Call, meta, messages, responses) -> Proposal:
+        if code is not None:
+            error, note = None, note_from_code(code)
+        elif parse_reason is not None and not call.auth:   # answered unusably (repair may have failed)
+            error = parse_reason + (f" (repair request failed: {call.error})" if call.error else "")
+            meta.update(error_kind="parse", error_class="ParseError")
+            note = "unparseable answer"
+        else:
+            error = call.error or "no answer"
+            meta.update(error_kind="auth" if call.auth else "request",
+                        error_class=call.error_class, status_code=call.status)
+            note = "request failed"
+        error = self._redact(error)
+        level = logging.INFO if error is None else logging.WARNING
+        log.log(level, "nemotron proposal: model=%s host=%s latency=%.2fs attempts=%d repairs=%d "
+                "prompt_tokens=%s completion_tokens=%s finish_reason=%s%s",
+                self.model, self.host, meta["latency_s"], meta["attempts"], meta["repairs"],
+                meta["prompt_tokens"], meta["completion_tokens"], meta["finish_reason"],
+                f" error={error}" if error else "")
+        return Proposal(code=code, note=note, proposer=self.name, model=self.model, error=error,
+                        prompt=self._redact(render_messages(messages)),
+                        response=self._redact("\n".join(responses)) if responses else None,
+                        meta=meta, fatal=call.auth)
+
+
+# ================================================================ response helpers
+
+def _api_message(e: Exception) -> str:
+    """The server's error message (OpenAI-style body), else the exception text."""
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])[:500]
+        if isinstance(inner, str):
+            return inner[:500]
+    return str(e)[:500]
+
+
+def _unpack(completion) -> tuple[str | None, str | None, str | None]:
+    """(content, reasoning, finish_reason) from choice 0; reasoning under either field name
+    (vLLM/NIM: reasoning_content; Ollama and newer vLLM: reasoning)."""
+    if not getattr(completion, "choices", None):
+        return None, None, None
+    choice = completion.choices[0]
+    msg = choice.message
+    reasoning = getattr(msg, "reasoning_content", None) or getattr(msg, "reasoning", None)
+    return msg.content, reasoning if isinstance(reasoning, str) else None, choice.finish_reason
+
+
+def _add_usage(meta: dict, completion, finish: str | None) -> None:
+    usage = getattr(completion, "usage", None)
+    for k in ("prompt_tokens", "completion_tokens"):
+        v = getattr(usage, k, None) if usage is not None else None
+        if v is not None:
+            meta[k] = (meta[k] or 0) + v   # summed over the repair round too
+    meta["finish_reason"] = finish
+
+
+def _render_response(round_: int, finish, reasoning_text, content) -> str:
+    head = "response" if round_ == 0 else f"response to repair request {round_}"
+    parts = [f"### {head} (finish_reason={finish})"]
+    if reasoning_text:
+        parts.append(f"--- reasoning ---\n{reasoning_text}")
+    parts.append(f"--- content ---\n{content if content is not None else '(null)'}")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,95 @@
+"""The checker in interpreter mode on the CPU (real Triton kernels, TRITON_INTERPRET=1).
+
+bf16 specs are checked in fp16 here: Triton's interpreter computes tl.dot wrongly for bf16
+operands, so the checker substitutes the spec's check_dtype (fp16) in interpret mode.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from resultline import MARKER, parse_result_line
+from spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = load_spec(ROOT / "specs" / "matmul.yaml")
+BASE = (ROOT / "specs" / "matmul_naive.py").read_text()
+ALLOC = "    c = torch.empty((M, N), device=a.device, dtype=a.dtype)\n"
+RET = "    return c\n"
+
+
+def run_checker(tmp_path, code, shapes=None, extra=()):
+    spec = SPEC.to_checker()
+    spec["check_shapes"] = shapes or [{"M": 37, "N": 45, "K": 29}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "cand.py").write_text(code)
+    (tmp_path / "champ.py").write_text(BASE)
+    p = subprocess.run([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+                        "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
+                        "--mode", "interpret", "--draws", "2", *extra],
+                       capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(MARKER), p.stdout + p.stderr   # exactly one line
+    assert p.returncode == 0
+    return parse_result_line(p.stdout), p
+
+
+def test_baseline_is_correct_on_odd_shapes(tmp_path):
+    r, _ = run_checker(tmp_path, BASE, shapes=[{"M": 37, "N": 45, "K": 29}, {"M": 130, "N": 70, "K": 100}])
+    assert r["ok"] and r["correct"] and r["mode"] == "interpret" and r["check_dtype"] == "float16"
+    assert set(r["rel_l2"]) == {"37x45x29", "130x70x100"}
+    assert all(v < 1e-3 for v in r["rel_l2"].values())
+
+
+def test_off_by_one_mask_is_incorrect_with_rel_l2(tmp_path):
+    bad = BASE.replace("(offs_k[None, :] < k_left)", "(offs_k[None, :] < k_left - 1)")
+    assert bad != BASE
+    r, _ = run_checker(tmp_path, bad)
+    assert r["correct"] is False and not r["ok"]
+    assert r["rel_l2"]["37x45x29"] > SPEC.tolerance and "rel-L2" in r["error"]
+
+
+@pytest.mark.parametrize("patch,needle", [
+    (ALLOC.replace("torch.empty", "torch.zeros") + RET, "rel-L2 1.000e+00"),        # zeros
+    (ALLOC.replace("torch.empty((M, N)", "torch.full((M, N), 0.5") + RET, "rel-L2"),  # constant
+    (ALLOC + "    return c.float()\n", "dtype"),                                  # other dtype
+    (ALLOC + "    return c[:, :-1]\n", "shape"),                                   # other shape
+    (ALLOC + "    return a\n", "shape"),                                           # an input back
+    (ALLOC + "    a.zero_()\n", "input 0 was modified"),                           # mutates input
+    (ALLOC + "    raise RuntimeError('boom')\n", "boom"),                          # exception
+    (ALLOC + "    return c.numpy()\n", "plain torch.Tensor"),                      # not a tensor
+])
+def test_hostile_or_broken_outputs_rejected(tmp_path, patch, needle):
+    code = BASE.replace(ALLOC, patch)
+    r, _ = run_checker(tmp_path, code)
+    assert not r["ok"] and needle in r["error"], r["error"]
+
+
+def test_tensor_subclass_rejected(tmp_path):
+    code = BASE.replace("def matmul(a, b):", "class T(torch.Tensor):\n    pass\n\n\ndef matmul(a, b):")
+    code = code.replace("    return c\n", "    return c.as_subclass(T)\n")
+    r, _ = run_checker(tmp_path, code)
+    assert not r["ok"] and "plain torch.Tensor" in r["error"]
+
+
+def test_syntax_error_and_import_error_give_one_line(tmp_path):
+    r, _ = run_checker(tmp_path, "def broken(:\n")
+    assert r["stage"] == "load" and "SyntaxError" in r["error"]
+    r, _ = run_checker(tmp_path, "import no_such_module_xyz\n" + BASE)
+    assert r["stage"] == "load" and "no_such_module_xyz" in r["error"]
+
+
+def test_candidate_cannot_forge_the_result_line(tmp_path):
+    fake = MARKER + json.dumps({"ok": True, "correct": True})
+    code = f"print({fake!r})\nimport sys\nsys.stdout.write({fake!r} + '\\n')\n" + BASE.replace(
+        ALLOC, ALLOC + "    raise ValueError('wrong')\n")
+    r, p = run_checker(tmp_path, code)
+    assert not r["ok"] and "wrong" in r["error"]
+    assert fake in p.stderr        # its prints were moved to stderr
+
+
+def test_sys_exit_in_candidate_still_reports(tmp_path):
+    r, _ = run_checker(tmp_path, "import sys\nsys.exit(0)\n" + BASE)
+    assert not r["ok"] and "SystemExit" in r["error"]

@@ -1,0 +1,73 @@
+"""Promotion and stop rules are pure functions: their edges."""
+import math
+
+import pytest
+
+from decision import decide, stop_reason
+
+
+def res(cand_mean, champ_mean, cs=0.001, bs=0.001, n=50, **kw):
+    r = {"ok": True, "correct": True,
+         "candidate": {"mean_ms": cand_mean, "std_ms": cs, "n": n},
+         "champion": {"mean_ms": champ_mean, "std_ms": bs, "n": n}}
+    r.update(kw)
+    return r
+
+
+def test_clear_win_promotes():
+    d = decide(res(0.9, 1.0))
+    assert d["promoted"] and d["verdict"] == "promoted"
+    assert d["rule"]["gain"] == pytest.approx(0.1)
+    assert d["rule"]["significant"] is True
+
+
+def test_exactly_two_percent_is_not_enough():
+    d = decide(res(0.98, 1.0))          # must beat by MORE than 2%
+    assert not d["promoted"] and d["verdict"] == "rejected" and "2% bar" in d["reason"]
+    assert decide(res(0.9799, 1.0))["promoted"]
+
+
+def test_equal_is_rejected():
+    d = decide(res(1.0, 1.0))
+    assert d["verdict"] == "rejected" and d["rule"]["gain"] == 0.0
+
+
+def test_not_significant_is_rejected():
+    # 5% faster on the mean, but the spread is huge: 2 sigma = 2*sqrt(2*0.5^2/50) = 0.2 ms
+    d = decide(res(0.95, 1.0, cs=0.5, bs=0.5))
+    assert d["verdict"] == "rejected" and "not significant" in d["reason"]
+    assert d["rule"]["significance_ms"] == pytest.approx(2 * math.sqrt(2 * 0.25 / 50))
+    assert decide(res(0.95, 1.0, cs=0.5, bs=0.5), require_significance=False)["promoted"]
+
+
+@pytest.mark.parametrize("cand", [math.nan, math.inf, None, 0.0, -1.0])
+def test_nan_or_missing_timing_fails(cand):
+    d = decide(res(cand, 1.0))
+    assert d["verdict"] == "failed" and not d["promoted"]
+
+
+def test_nan_std_or_single_rep_fails():
+    assert decide(res(0.5, 1.0, cs=math.nan))["verdict"] == "failed"
+    assert decide(res(0.5, 1.0, n=1))["verdict"] == "failed"
+
+
+def test_incorrect_never_promoted_even_if_fast():
+    d = decide(res(0.01, 1.0, correct=False, ok=False, error="rel-L2 0.5 > 0.01"))
+    assert d["verdict"] == "incorrect" and not d["promoted"] and "rel-L2" in d["reason"]
+
+
+def test_failed_and_missing_result():
+    assert decide(None)["verdict"] == "failed"
+    d = decide({"ok": False, "stage": "load", "error": "SyntaxError"})
+    assert d["verdict"] == "failed" and d["reason"] == "SyntaxError"
+    # ok=True but correct missing still needs timing
+    assert decide({"ok": True})["verdict"] == "failed"
+
+
+def test_stop_rules():
+    assert stop_reason(30, 30, 0, 0) == "iteration budget reached (30)"
+    assert stop_reason(5, 30, 0, 0) is None
+    assert stop_reason(5, 30, 4, 4) == "no promotion in 4 iterations"
+    assert stop_reason(5, 30, 4, 0) is None          # patience 0 = off
+    assert stop_reason(5, 30, 0, 0, exhausted=True) == "search space exhausted"
+    assert stop_reason(5, 30, 0, 0, fatal="401") == "stopped: 401"

@@ -1,0 +1,169 @@
+"""The loop end to end on the synthetic backend (real interpreter correctness, modeled timing)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import orchestrator
+from backends import SyntheticBackend
+from proposer import Proposal
+from spec import load_spec
+from trajectory import read_events
+
+ROOT = Path(__file__).resolve().parent.parent
+NO_LLM = {k: v for k, v in os.environ.items()
+          if not k.startswith(("KERNLOOP_LLM", "TAVILY", "NVIDIA_API"))}
+
+
+def run_cli(args, timeout=600, env=None):
+    return subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, env=env or NO_LLM)
+
+
+def only_run(out: Path) -> Path:
+    runs = [d for d in out.iterdir() if d.is_dir()]
+    assert len(runs) == 1
+    return runs[0]
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs")
+    p = run_cli(["--spec", "specs/matmul.yaml", "--iterations", "8", "--out", str(out)])
+    assert p.returncode == 0, p.stderr
+    return p, only_run(out)
+
+
+def test_run_writes_log_page_and_champion(synthetic_run):
+    p, run = synthetic_run
+    assert "SYNTHETIC backend" in p.stdout and "built-in tuner" in p.stdout
+    assert f"page: {run / 'trajectory.html'}" in p.stdout
+    assert (run / "trajectory.html").is_file() and (run / "champion.py").is_file()
+    lines = (run / "run.jsonl").read_text().splitlines()
+    evs = [json.loads(ln) for ln in lines]     # every line parses
+    assert all(e["backend"] == "synthetic" and e["synthetic"] is True for e in evs)
+    assert evs[0]["event"] == "run_start" and evs[-1]["event"] == "run_end"
+    its = [e for e in evs if e["event"] == "iteration"]
+    assert [e["iteration"] for e in its] == list(range(1, 9))
+    for e in its:   # each candidate saved as a file
+        assert (run / e["candidate_file"]).is_file()
+    # every status line is labelled synthetic
+    assert all(ln.startswith("SYNTHETIC") for ln in p.stdout.splitlines() if "/8 it" in ln)
+
+
+def test_promotes_and_never_promotes_incorrect(synthetic_run):
+    _, run = synthetic_run
+    its = [e for e in read_events(run / "run.jsonl") if e["event"] == "iteration"]
+    assert any(e["decision"]["promoted"] for e in its)
+    for e in its:
+        d = e["decision"]
+        if d["promoted"]:
+            assert e["result"]["correct"] is True and e["result"]["ok"] is True
+        else:
+            assert d["reason"]                  # every rejection has a reason
+    end = read_events(run / "run.jsonl")[-1]
+    assert end["speedup"] > 1.0 and end["champion_id"] != "baseline"
+    champ = (run / "champion.py").read_text()
+    assert champ == (run / f"candidates/{end['champion_id']}.py").read_text()
+
+
+class Scripted:
+    """A proposer that returns fixed files: stands in for an LLM that writes a planted bug."""
+    name, model = "scripted", None
+
+    def __init__(self, codes):
+        self.codes = list(codes)
+
+    def describe(self):
+        return {"proposer": "scripted", "model": None, "endpoint_host": None}
+
+    def propose(self, ctx):
+        return Proposal(code=self.codes.pop(0), note="planted", proposer="scripted")
+
+
+def test_planted_wrong_candidate_rejected_with_rel_l2(tmp_path):
+    spec = load_spec(ROOT / "specs" / "matmul.yaml")
+    base = spec.baseline.read_text()
+    wrong = base.replace("(offs_n[None, :] < N))", "(offs_n[None, :] < N - 1))").replace(
+        "BLOCK_N=32,", "BLOCK_N=64,")
+    assert wrong != base
+    run = tmp_path / "run"
+    (run / "candidates").mkdir(parents=True)
+    (run / "baseline.py").write_text(base)
+    st = orchestrator.State()
+    st.champion_profile = {"mean_ms": 1.0}
+    ev, fatal = orchestrator.run_iteration(1, st, spec, Scripted([wrong]), SyntheticBackend(), run, 0.02, 2.0)
+    assert not fatal and ev["contract"]["ok"]
+    assert ev["decision"]["verdict"] == "incorrect" and not ev["decision"]["promoted"]
+    rel = ev["result"]["rel_l2"]
+    assert any(v is None or v > spec.tolerance for v in rel.values()), rel   # logged per shape
+
+
+def test_contract_violation_is_invalid_before_any_run(tmp_path):
+    spec = load_spec(ROOT / "specs" / "matmul.yaml")
+    base = spec.baseline.read_text()
+    run = tmp_path / "run"
+    (run / "candidates").mkdir(parents=True)
+    (run / "baseline.py").write_text(base)
+    st = orchestrator.State()
+    cheat = base.replace("    cfg = CONFIG\n", "    return torch.mm(a, b)\n")
+    ev, _ = orchestrator.run_iteration(1, st, spec, Scripted([cheat]), SyntheticBackend(), run, 0.02, 2.0)
+    assert ev["decision"]["verdict"] == "invalid" and "torch.mm" in ev["decision"]["reason"]
+    assert ev["result"] is None and not (run / "jobs").exists()   # no backend time spent
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--spec", "specs/nope.yaml"], "spec file not found"),
+    (["--spec", "requirements.txt"], "(top level)"),
+    ([], "one of --spec or --resume is required"),
+    (["--resume", "/nonexistent/run"], "no run.jsonl"),
+])
+def test_user_errors_are_one_clear_message(args, needle):
+    p = run_cli(args, timeout=60)
+    assert p.returncode == 2 and needle in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_unwritable_output_folder(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    p = run_cli(["--spec", "specs/matmul.yaml", "--out", str(blocker / "sub")], timeout=60)
+    assert p.returncode == 2 and "cannot write the run folder" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
+    out = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "orchestrator.py"), "--spec", "specs/matmul.yaml",
+                             "--iterations", "5", "--out", str(out), "--quiet"], cwd=ROOT, env=NO_LLM,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    log = None
+    while time.monotonic() < deadline:
+        logs = list(out.glob("*/run.jsonl"))
+        if logs and sum('"event": "iteration"' in ln for ln in logs[0].read_text().splitlines()) >= 2:
+            log = logs[0]
+            break
+        time.sleep(0.2)
+    assert log is not None, "run did not reach iteration 2"
+    time.sleep(1.0)   # now inside iteration 3's checker job
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = read_events(log)
+    assert not any(e["event"] == "run_end" for e in before)
+    p = run_cli(["--resume", str(log.parent)])
+    assert p.returncode == 0, p.stderr
+    evs = read_events(log)
+    its = [e["iteration"] for e in evs if e["event"] == "iteration"]
+    assert its == [1, 2, 3, 4, 5]                  # none lost, none duplicated
+    assert sum(e["event"] == "run_start" for e in evs) == 1
+    assert evs[-1]["event"] == "run_end" and evs[-1]["iterations_done"] == 5
+    # the champion carried over: the resumed iterations compare against the same lineage
+    kept = [e for e in before if e["event"] == "iteration"]
+    assert evs[:len(before)] == before and kept
+    p2 = run_cli(["--resume", str(log.parent)], timeout=60)
+    assert p2.returncode == 2 and "already finished" in p2.stderr
