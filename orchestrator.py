@@ -330,8 +330,9 @@ def loop(args) -> int:
         st.baseline_done = True
         st.champion_profile = st.profile_from(bres)
         st.baseline_mean = st.champion_profile.get("mean_ms")
-        say(f"{tag}baseline: {st.baseline_mean:.4f} ms mean, rel-L2 "
-            + ", ".join(f"{k} {v:.1e}" for k, v in (bres.get("rel_l2") or {}).items()))
+        mean = f"{st.baseline_mean:.4f} ms mean" if st.baseline_mean else "no timing (correctness only)"
+        say(f"{tag}baseline: {mean}, rel-L2 "
+            + ", ".join(f"{k} {v:.1e}" for k, v in (bres.get("rel_l2") or {}).items() if v is not None))
 
     def do_research(trigger: str):
         if researcher is None:
@@ -380,6 +381,11 @@ def loop(args) -> int:
                champion_mean_ms=champ_mean, speedup=speedup,
                duration_s=round(time.monotonic() - t_start, 2))
     page_path = render_page(run_dir)
+    try:
+        import page
+        page.render_index(run_dir.parent)   # runs/index.html lists every run
+    except Exception as e:  # noqa: BLE001 - the index is a convenience, never fatal
+        print(f"warning: runs index not rendered: {e}", file=sys.stderr)
     label = " (SYNTHETIC: modeled timings, not measurements)" if backend.synthetic else ""
     print(f"{tag}done: {why}. champion {st.champion_id}: "
           + (f"{champ_mean:.4f} ms, {speedup:.2f}x the baseline{label}" if speedup else "no timing"))

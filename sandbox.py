@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import tempfile
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 # Names that look like credentials never reach candidate code.
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
 OUTPUT_CAP = 1_000_000  # bytes kept from each of stdout/stderr (a candidate may print gigabytes)
+FILE_LIMIT = 256 * 2**20  # largest file the child may write (its own captured output included)
 
 
 def stripped_env(extra: dict | None = None, base: dict | None = None) -> dict:
@@ -42,6 +44,18 @@ def _read_capped(f) -> str:
     return head.decode("utf-8", "replace")
 
 
+def _limits():   # runs in the child between fork and exec
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # If KernLoop itself is killed (kill -9), nothing enforces the timeout any more: have the
+    # kernel kill the child with its parent (Linux prctl PR_SET_PDEATHSIG).
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
 def run_child(cmd: list[str], timeout: float, cwd: str | None = None,
               env_extra: dict | None = None) -> ChildResult:
     """Run cmd; on timeout kill its whole process group (forked children too)."""
@@ -49,7 +63,8 @@ def run_child(cmd: list[str], timeout: float, cwd: str | None = None,
     # Temp files, not pipes: a child that floods stdout can neither block nor fill our memory.
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         p = subprocess.Popen(cmd, cwd=cwd, env=stripped_env(env_extra), stdout=out, stderr=err,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+                             stdin=subprocess.DEVNULL, start_new_session=True,
+                             preexec_fn=_limits)
         timed_out = False
         try:
             p.wait(timeout=timeout)

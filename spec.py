@@ -12,7 +12,8 @@ DTYPES = ("float16", "bfloat16", "float32")
 MODELS = ("matmul", "rowwise", "gemv", "elementwise")
 KNOWN_FIELDS = {"name", "description", "entry", "baseline", "dtype", "check_dtype", "inputs", "output",
                 "reference", "tolerance", "shapes", "check_shapes", "cost", "timing", "loop", "model",
-                "search_space", "compare"}
+                "search_space", "compare", "nebius"}
+NEBIUS_KEYS = {"image", "platform", "preset", "parent_id", "subnet_id", "job_timeout", "disk"}
 
 
 class SpecError(ValueError):
@@ -42,6 +43,7 @@ class Spec:
     model: str
     search_space: dict = field(default_factory=dict)
     compare: dict = field(default_factory=dict)   # label -> torch expression a user would pick
+    nebius: dict = field(default_factory=dict)    # per-spec Nebius job settings (env wins)
 
     @property
     def input_names(self) -> list[str]:
@@ -114,12 +116,30 @@ def _shapes(raw, path, fname, symbols):
     return out
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys silently; a spec must not."""
+
+
+def _mapping_no_duplicates(loader, node, deep=False):
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_no_duplicates)
+
+
 def load_spec(path) -> Spec:
     path = Path(path)
     if not path.is_file():
         raise SpecError(path, "(file)", "spec file not found")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506
     except yaml.YAMLError as e:
         raise SpecError(path, "(yaml)", f"not valid YAML: {e}") from None
     if not isinstance(raw, dict):
@@ -235,7 +255,16 @@ def load_spec(path) -> Spec:
         except SyntaxError as e:
             raise SpecError(path, f"compare.{label}", f"not a valid Python expression: {e.msg}") from None
 
-    return Spec(path=path, compare=dict(compare), name=name, description=str(raw.get("description", "")), entry=entry,
+    nebius = raw.get("nebius") or {}
+    if not isinstance(nebius, dict):
+        raise SpecError(path, "nebius", "must be a mapping of job settings")
+    for k, v in nebius.items():
+        if k not in NEBIUS_KEYS:
+            raise SpecError(path, f"nebius.{k}", f"unknown setting (known: {', '.join(sorted(NEBIUS_KEYS))})")
+        if not isinstance(v, (str, int)):
+            raise SpecError(path, f"nebius.{k}", "must be a string")
+
+    return Spec(path=path, compare=dict(compare), nebius={k: str(v) for k, v in nebius.items()}, name=name, description=str(raw.get("description", "")), entry=entry,
                 baseline=base, dtype=dtype, check_dtype=check_dtype,
                 inputs=[{"name": i["name"], "shape": list(i["shape"]), "dtype": i.get("dtype", dtype),
                          "dist": i.get("dist", "normal"), "scale": float(i.get("scale", 1.0))}

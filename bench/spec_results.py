@@ -42,15 +42,15 @@ def rel_l2(out, ref):
 
 
 def run_loop(spec_path: Path, iterations: int, out_dir: Path, seed: int) -> tuple[Path, float]:
-    before = set(out_dir.glob("*")) if out_dir.exists() else set()
+    before = set(out_dir.glob("*/run.jsonl")) if out_dir.exists() else set()
     t0 = time.monotonic()
     rc = orchestrator.main(["--spec", str(spec_path), "--backend", "local", "--proposer", "tuner",
                             "--iterations", str(iterations), "--out", str(out_dir), "--seed", str(seed)])
     wall = time.monotonic() - t0
-    new = sorted(set(out_dir.glob("*")) - before)
+    new = sorted(set(out_dir.glob("*/run.jsonl")) - before)   # run folders only, not index.html
     if rc != 0 or not new:
         raise RuntimeError(f"loop failed for {spec_path} (rc {rc})")
-    return new[-1], wall
+    return new[-1].parent, wall
 
 
 def side_by_side(spec, run_dir: Path, reps: int) -> dict:
@@ -66,9 +66,19 @@ def side_by_side(spec, run_dir: Path, reps: int) -> dict:
     errs = {k: rel_l2(f(*inputs), ref) for k, f in fns.items()}
     torch.cuda.synchronize()
     fl = Flusher(torch, torch.device("cuda"), "read")
-    samples, _ = time_ab(torch, list(fns.values()), [inputs], 10, reps, fl)
+    samples, *_ = time_ab(torch, list(fns.values()), [inputs], 10, reps, fl, min_warm_s=0.05)
     stats = {k: summarize(s, 10) for k, s in zip(fns, samples)}
     return {"stats": stats, "rel_l2": errs}
+
+
+def write_tar(path, runs: Path) -> None:
+    with tarfile.open(path, "w:gz") as t:
+        for d in sorted(p.parent for p in runs.glob("*/run.jsonl")):
+            for f in ("run.jsonl", "trajectory.html", "champion.py", "baseline.py"):
+                if (d / f).exists():
+                    t.add(d / f, arcname=f"{d.name}/{f}")
+            for f in sorted((d / "candidates").glob("*.py")):
+                t.add(f, arcname=f"{d.name}/candidates/{f.name}")
 
 
 def main():
@@ -125,14 +135,8 @@ def main():
             log(f"{name} failed: {e}")
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps(res, indent=1))
-    if a.tar:
-        with tarfile.open(a.tar, "w:gz") as t:
-            for d in runs.glob("*"):
-                for f in ("run.jsonl", "trajectory.html", "champion.py", "baseline.py"):
-                    if (d / f).exists():
-                        t.add(d / f, arcname=f"{d.name}/{f}")
-                for f in (d / "candidates").glob("*.py"):
-                    t.add(f, arcname=f"{d.name}/candidates/{f.name}")
+        if a.tar:   # after every spec: a run cut short by a time limit still brings its pages back
+            write_tar(a.tar, runs)
     print("\n== spec results ==")
     for name, r in res["specs"].items():
         if "error" in r:

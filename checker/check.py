@@ -184,41 +184,153 @@ class Flusher:
         self.nbytes = max(4 * l2, 256 * 2**20) if device.type == "cuda" else 0
         self.buf = torch.ones(self.nbytes // 4, device=device, dtype=torch.float32) \
             if method in ("read", "zero") and self.nbytes else None
-        self.sink = torch.zeros((), device=device, dtype=torch.float32)
+        self.sink = torch.zeros((), device=device, dtype=torch.float32)   # 0-dim: sum over dim 0
 
     def __call__(self):
         if self.buf is None:
             return
         if self.method == "read":
-            self.torch.sum(self.buf, dtype=self.torch.float32, out=self.sink)
+            self.torch.sum(self.buf, dim=0, dtype=self.torch.float32, out=self.sink)
         else:
             self.buf.zero_()
 
 
-def time_ab(torch, fns, arg_sets, warmup: int, reps: int, flush: Flusher):
+def time_ab(torch, fns, arg_sets, warmup: int, reps: int, flush: Flusher, refresh=None,
+            spot=(), min_warm_s: float = 0.0, watch=None):
     """Interleaved timing of several functions on the same inputs, one CUDA event pair per call.
-    The order of the functions alternates every rep so neither side always runs first.
-    Returns (samples per fn, the last output per fn)."""
+
+    The order of the functions alternates every rep so neither side always runs first. Warmup
+    runs at least `warmup` reps and at least `min_warm_s` seconds (a GPU that idled starts at low
+    clocks). `refresh(args)`, if given, refills the inputs in place before every rep, outside the
+    timed region, so an output cached by pointer or shape goes stale. For the timed reps listed
+    in `spot`, the inputs seen by the calls and every output are kept for checking.
+    `watch[i]`, if given, is a context manager entered around every call of fns[i] (the aten op
+    recorder: its host cost hides behind the flush, which keeps the GPU busy).
+    Returns (samples per fn, last output per fn, {rep: (input snapshot, outputs, inputs intact)},
+    warmup reps actually run)."""
+    import contextlib
+    watch = watch or [contextlib.nullcontext()] * len(fns)
     k = len(fns)
-    total = warmup + reps
-    starts = [[torch.cuda.Event(enable_timing=True) for _ in range(total)] for _ in range(k)]
-    ends = [[torch.cuda.Event(enable_timing=True) for _ in range(total)] for _ in range(k)]
-    last = [None] * k
-    torch.cuda.synchronize()
-    for r in range(total):
-        order = range(k) if r % 2 == 0 else reversed(range(k))
-        args = arg_sets[r % len(arg_sets)]
-        for i in order:
+    t0 = time.perf_counter()
+    w = 0
+    while w < warmup or time.perf_counter() - t0 < min_warm_s:
+        args = arg_sets[w % len(arg_sets)]
+        for i in (range(k) if w % 2 == 0 else reversed(range(k))):
             flush()
-            starts[i][r].record()
-            last[i] = fns[i](*args)
-            end = ends[i][r]
-            end.record()
+            with watch[i]:
+                fns[i](*args)
+        torch.cuda.synchronize()
+        w += 1
+    starts = [[torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in range(k)]
+    ends = [[torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in range(k)]
+    last, kept = [None] * k, {}
+    for r in range(reps):
+        args = arg_sets[(w + r) % len(arg_sets)]
+        if refresh is not None:
+            refresh(args)
+        snap = [x.clone() for x in args] if r in spot else None
+        outs = [None] * k
+        for i in (range(k) if r % 2 == 0 else reversed(range(k))):
+            flush()
+            with watch[i]:
+                starts[i][r].record()
+                outs[i] = fns[i](*args)
+                ends[i][r].record()
         # Device-wide sync every rep: work a candidate left running on another stream must finish
         # before the next timed call starts, so it cannot overlap the other side's timing.
         torch.cuda.synchronize()
-    samples = [[starts[i][r].elapsed_time(ends[i][r]) for r in range(warmup, total)] for i in range(k)]
-    return samples, last
+        last = outs
+        if snap is not None:
+            kept[r] = (snap, outs, all(torch.equal(x, y) for x, y in zip(args, snap)))
+    samples = [[starts[i][r].elapsed_time(ends[i][r]) for r in range(reps)] for i in range(k)]
+    return samples, last, kept, w
+
+
+def wall_probe(torch, fn, args, flush: Flusher, n: int = 5) -> float:
+    """Median host wall time (ms) of one call up to a device-wide sync. Work hidden on another
+    stream or a thread escapes CUDA events on the current stream, but not this."""
+    ts = []
+    for _ in range(n):
+        flush()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*args)
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts)
+
+
+# ---------------------------------------------------------------- run-time guards
+
+# aten ops a launcher may run: allocation, views, copies. Anything else (mm, _softmax, sum, ...)
+# means the op was computed by torch, not by the candidate's Triton kernel.
+ALLOWED_ATEN = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "zero_", "fill_",
+                "full", "full_like", "new_empty", "new_empty_strided", "new_zeros", "view",
+                "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute", "expand",
+                "unsqueeze", "squeeze", "select", "slice", "detach", "alias", "contiguous",
+                "clone", "copy_", "lift_fresh", "resize_"}
+# The interpreter itself moves tensors through numpy and back.
+INTERPRETER_ATEN = {"_to_copy", "to", "_local_scalar_dense", "set_", "lift_fresh_copy"}
+
+
+def aten_recorder(torch):
+    """A dispatch mode that records the name of every aten op reached inside it (re-entrant)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.add(getattr(getattr(func, "overloadpacket", None), "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+    return Recorder()
+
+
+def check_ops(ops: set, allowed: set, when: str) -> None:
+    bad = sorted(ops - allowed)
+    if bad:
+        raise Reject(when, f"the candidate computed with torch ops {', '.join(bad)}: the op must "
+                     f"run in its Triton kernel", False)
+
+
+def guard_targets(torch) -> dict:
+    """Objects the candidate must not replace: timers, syncs, the checker's own functions."""
+    t = {"torch.cuda.Event": torch.cuda.Event, "torch.cuda.synchronize": torch.cuda.synchronize,
+         "torch.cuda.Event.record": torch.cuda.Event.record,
+         "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+         "torch.linalg.vector_norm": torch.linalg.vector_norm, "torch.equal": torch.equal,
+         "torch.isfinite": torch.isfinite, "torch.Tensor.to": torch.Tensor.to,
+         "torch.Tensor.clone": torch.Tensor.clone, "time.perf_counter": time.perf_counter,
+         "time.monotonic": time.monotonic, "statistics.median": statistics.median,
+         "statistics.fmean": statistics.fmean}
+    me = sys.modules[__name__]
+    for name in ("validate", "summarize", "time_ab", "wall_probe", "reference", "Flusher",
+                 "check_inputs_unchanged", "roofline", "emit_line"):
+        t[f"checker.{name}"] = getattr(me, name)
+    return t
+
+
+def check_guards(targets: dict, torch) -> None:
+    now = guard_targets(torch)
+    changed = [k for k, v in targets.items() if now.get(k) is not v]
+    if changed:
+        raise Reject("integrity", f"candidate replaced {', '.join(changed)}", False)
+
+
+# Not blocked: subprocess/posix_spawn/exec, which Triton needs to run its compiler (ptxas).
+BLOCKED_EVENTS = ("socket.", "os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg",
+                  "pty.spawn", "webbrowser.", "urllib.Request", "http.client.", "ftplib.",
+                  "smtplib.")
+audit_seen: list[str] = []
+_audit_armed = [False]
+
+
+def _audit(event, args):
+    if _audit_armed[0] and event.startswith(BLOCKED_EVENTS):
+        audit_seen.append(event)
+        raise PermissionError(f"KernLoop checker: {event} is not allowed in a kernel")
 
 
 # ---------------------------------------------------------------- the run
@@ -268,6 +380,9 @@ def run(args, result: dict) -> None:
     sync()
     result["stage"] = "load"
     threads_before = threading.active_count()
+    guards = guard_targets(torch)
+    sys.addaudithook(_audit)       # cannot be removed: network, fork and exec stay blocked
+    _audit_armed[0] = True
     try:
         cand = load_module(args.candidate, "kernloop_candidate")
         fn = getattr(cand, spec["entry"])
@@ -279,12 +394,17 @@ def run(args, result: dict) -> None:
     rel_l2: dict[str, float] = {}
     result["rel_l2"] = rel_l2
     poison_bytes = 64 * 2**20 if device.type == "cuda" else 4 * 2**20
-    for case in cases:
+    check_guards(guards, torch)
+    allowed = ALLOWED_ATEN | (INTERPRETER_ATEN if interpret else set())
+    rec = aten_recorder(torch)
+    for i, case in enumerate(cases):
         label = "x".join(str(v) for v in case["shape"].values())
         poison_allocator(torch, device, poison_bytes)
         try:
-            out = fn(*case["inputs"])
+            with rec:    # every call under the dispatcher's eye: torch must not compute the op
+                out = fn(*case["inputs"])
             sync()
+            check_ops(rec.ops, allowed, "correctness")
         except Reject:
             raise
         except Exception as e:
@@ -301,7 +421,11 @@ def run(args, result: dict) -> None:
         del out
     if threading.active_count() > threads_before:
         raise Reject("correctness", "candidate started threads", False)
+    if audit_seen:
+        raise Reject("correctness", f"candidate attempted {', '.join(sorted(set(audit_seen)))}", False)
+    check_guards(guards, torch)
     result["correct"] = True
+    result["aten_ops"] = sorted(rec.ops)
     result["draws"] = args.draws
     if interpret or args.no_timing:
         result["stage"] = "done"
@@ -321,29 +445,55 @@ def run(args, result: dict) -> None:
     nsets = 1
     if args.flush == "rotate":   # total inputs > 2x L2, so every rep reads cold inputs
         nsets = max(2, math.ceil(2 * flush.l2_bytes / max(per_set, 1)) + 1)
-    seed = secrets.randbits(62)
-    arg_sets = [make_inputs(torch, spec, timed, device, dtype_of, seed + j) for j in range(nsets)]
-    saved = [x.clone() for x in arg_sets[(args.warmup + args.reps - 1) % nsets]]
-    last_ref = reference(torch, spec, arg_sets[(args.warmup + args.reps - 1) % nsets], ref_dtype)
-    warmup, reps = args.warmup, args.reps
+    arg_sets = [make_inputs(torch, spec, timed, device, dtype_of, secrets.randbits(62))
+                for _ in range(nsets)]
+
+    def refresh(xs):   # new values, same buffers: an output cached by pointer goes stale
+        for x, y in zip(xs, make_inputs(torch, spec, timed, device, dtype_of, secrets.randbits(62))):
+            x.copy_(y)
+    reps = args.reps
+    # Spot checks at reps the candidate cannot predict, plus the last one.
+    spot = set(secrets.SystemRandom().sample(range(reps - 1), min(3, reps - 1))) | {reps - 1}
     t0 = time.monotonic()
     try:
-        (cs, bs), (c_last, _) = time_ab(torch, [fn, champ_fn], arg_sets, warmup, reps, flush)
+        (cs, bs), _, kept, warmup = time_ab(torch, [fn, champ_fn], arg_sets, args.warmup, reps,
+                                            flush, refresh=refresh, spot=spot,
+                                            min_warm_s=args.min_warm_ms / 1e3,
+                                            watch=[rec, aten_recorder(torch)])
     except Exception as e:
         raise Reject("timing", f"candidate raised while timed: {type(e).__name__}: {str(e)[:500]}")
     result["timing_wall_s"] = time.monotonic() - t0
-    # The outputs of timed calls count too: a kernel that behaves only while checked fails here.
+    # The outputs of timed calls count too: a kernel that behaves only while checked, or that
+    # returns a cached output, fails here.
     lbl = "x".join(str(v) for v in timed.values()) + "(timed)"
-    try:
-        rel_l2[lbl] = validate(torch, c_last, last_ref, spec, timed, out_dtype, device,
-                               arg_sets[(warmup + reps - 1) % nsets], tol)
-    except Reject as r:
-        result["correct"] = False
-        r.correct = False
-        raise Reject("timing", "output of the last timed call is wrong: " + str(r), False)
-    check_inputs_unchanged(torch, arg_sets[(warmup + reps - 1) % nsets], saved)
+    for r in sorted(kept):
+        snap, outs, intact = kept[r]
+        if not intact:
+            raise Reject("timing", f"timed call {r} modified its inputs", False)
+        try:
+            rel = validate(torch, outs[0], reference(torch, spec, snap, ref_dtype), spec, timed,
+                           out_dtype, device, snap, tol)
+        except Reject as rj:
+            raise Reject("timing", f"output of timed call {r} is wrong: {rj}", False)
+        rel_l2[lbl] = max(rel, rel_l2.get(lbl, 0.0))
+    check_ops(rec.ops, allowed, "timing")   # torch taking over once timing starts
+    result["spot_checked_reps"] = sorted(kept)
+    check_guards(guards, torch)
+    if audit_seen:
+        raise Reject("timing", f"candidate attempted {', '.join(sorted(set(audit_seen)))}", False)
     if threading.active_count() > threads_before:
         raise Reject("timing", "candidate started threads", False)
+    # Work the events cannot see (another stream, a thread) still shows in host wall time.
+    probe_args = arg_sets[0]
+    c_wall, b_wall = (wall_probe(torch, f, probe_args, flush) for f in (fn, champ_fn))
+    c_ev, b_ev = statistics.median(cs), statistics.median(bs)
+    result["wall_probe_ms"] = {"candidate": c_wall, "champion": b_wall,
+                               "candidate_events": c_ev, "champion_events": b_ev}
+    overhead = max(b_wall - b_ev, 0.0)
+    if c_wall > 1.5 * c_ev + overhead + 0.05:
+        raise Reject("timing", f"work escaped the timed stream: {c_wall:.3f} ms wall to a device "
+                     f"sync vs {c_ev:.3f} ms in CUDA events (champion {b_wall:.3f} vs {b_ev:.3f})",
+                     False)
     result["candidate"] = summarize(cs, warmup)
     result["champion"] = summarize(bs, warmup)
     result["flush"] = {"method": args.flush, "bytes": flush.nbytes, "l2_bytes": flush.l2_bytes,
@@ -376,6 +526,15 @@ def _clean(x):
     return x
 
 
+def emit_line(fd: int, result: dict) -> bool:
+    line = MARKER + json.dumps(_clean(result), sort_keys=True) + "\n"
+    try:
+        os.write(fd, line.encode())
+        return True
+    except OSError:
+        return False
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--spec", required=True, help="resolved spec JSON")
@@ -386,6 +545,8 @@ def parse_args(argv=None):
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
     p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")
     p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--min-warm-ms", type=float, default=50.0,
+                   help="warm up at least this long: an idle GPU starts at low clocks")
     p.add_argument("--reps", type=int, default=None)
     p.add_argument("--backend", default="local", help="label written into the result line")
     p.add_argument("--synthetic", action="store_true", help="label the result synthetic")
@@ -419,10 +580,8 @@ def main(argv=None) -> int:
         if result.get("stage") in ("load", "correctness") and result.get("correct") is None:
             result["correct"] = None
     result["wall_s"] = time.monotonic() - t0
-    line = MARKER + json.dumps(_clean(result), sort_keys=True) + "\n"
-    try:
-        os.write(result_fd, line.encode())
-    except OSError:
+    _audit_armed[0] = False
+    if not emit_line(result_fd, result):
         return 3
     sys.stderr.flush()
     # Skip interpreter teardown: candidate atexit hooks and stray threads must not run or hang.

@@ -77,3 +77,10 @@ def test_missing_file_and_bad_yaml(tmp_path):
     with pytest.raises(SpecError) as e:
         load_spec(p)
     assert e.value.field == "(yaml)"
+
+
+def test_duplicate_key_is_an_error(tmp_path):
+    p = write(tmp_path, GOOD + "name: again\n")
+    with pytest.raises(SpecError) as e:
+        load_spec(p)
+    assert e.value.field == "(yaml)" and "duplicate key 'name'" in str(e.value)

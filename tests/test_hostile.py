@@ -1,0 +1,146 @@
+"""Hostile candidates and faults, on the CPU through the Triton interpreter.
+
+Each exploit goes to the checker directly (the static contract is bypassed on purpose) so every
+run-time defence is shown to stand alone; a few then go through the whole loop to show it goes
+on and the champion never changes because of them. The GPU-only cases (timing-phase cheats,
+side streams, illegal memory access, out of memory) run on the H200 in bench/hostile_gpu.py.
+bf16 is checked as fp16 here: the interpreter's tl.dot is wrong for bf16 operands.
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import orchestrator
+from backends import SyntheticBackend, parse_child
+from sandbox import run_child, stripped_env
+from spec import load_spec
+from tests.hostile_cases import CASES, FAULTS, expected_in
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = load_spec(ROOT / "specs" / "matmul.yaml")
+BASE = SPEC.baseline.read_text()
+CPU_CASES = {k: v for k, v in CASES.items() if v[2] == "any"}
+
+
+def check(tmp_path, code, timeout=120):
+    spec = SPEC.to_checker()
+    spec["check_shapes"] = [{"M": 37, "N": 45, "K": 29}, {"M": 130, "N": 70, "K": 100}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "cand.py").write_text(code)
+    (tmp_path / "champ.py").write_text(BASE)
+    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+                     "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
+                     "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], timeout, cwd=str(tmp_path))
+    return parse_child(out, "synthetic", True, tmp_path / "checker.log")
+
+
+@pytest.mark.parametrize("name", sorted(CPU_CASES))
+def test_exploit_rejected_with_specific_reason(tmp_path, name):
+    make, expected, _ = CPU_CASES[name]
+    code = make(BASE)
+    assert code != BASE, f"{name}: the exploit did not apply to the baseline"
+    r = check(tmp_path, code)
+    assert r["ok"] is False, f"{name} passed the checker"
+    assert expected_in(expected, r["error"]), f"{name}: {r['error']}"
+
+
+def test_baseline_still_passes(tmp_path):
+    r = check(tmp_path, BASE)
+    assert r["ok"] and r["correct"] and r["aten_ops"]   # the recorder saw the launcher's ops
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_faults_become_clean_errors(tmp_path, name, monkeypatch):
+    make, expected = FAULTS[name]
+    r = check(tmp_path, make(BASE), timeout=15 if name == "infinite_loop" else 120)
+    assert r["ok"] is False and r["stage"] in ("backend", "load")
+    if expected:
+        assert expected in r["error"], r["error"]
+    if name == "huge_stdout":   # bounded: we keep at most the capped tail, never the gigabytes
+        assert len(json.dumps(r)) < 2_000_000
+    # the next candidate runs in a fresh process and is unaffected
+    assert check(tmp_path, BASE)["ok"]
+
+
+def test_secrets_never_reach_candidate_code(monkeypatch):
+    monkeypatch.setenv("KERNLOOP_LLM_API_KEY", "sk-live-123")
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-123")
+    monkeypatch.setenv("SOME_TOKEN", "t")
+    monkeypatch.setenv("HARMLESS", "ok")
+    env = stripped_env()
+    assert "KERNLOOP_LLM_API_KEY" not in env and "TAVILY_API_KEY" not in env and "SOME_TOKEN" not in env
+    assert env["HARMLESS"] == "ok"
+    out = run_child([sys.executable, "-c", "import os; print(sorted(os.environ))"], 30)
+    assert "KERNLOOP_LLM_API_KEY" not in out.stdout and "HARMLESS" in out.stdout
+
+
+class Scripted:
+    name, model = "scripted", None
+
+    def __init__(self, codes):
+        self.codes = list(codes)
+
+    def describe(self):
+        return {"proposer": "scripted", "model": None, "endpoint_host": None}
+
+    def propose(self, ctx):
+        from proposer import Proposal
+        name, code = self.codes.pop(0)
+        return Proposal(code=code, note=name, proposer="scripted")
+
+
+def test_loop_goes_on_and_champion_never_changes(tmp_path):
+    """Hostile candidates through the whole iteration path (contract + backend + decision)."""
+    run = tmp_path / "run"
+    (run / "candidates").mkdir(parents=True)
+    (run / "baseline.py").write_text(BASE)
+    picks = ["returns_zeros", "torch_fallback_matmul", "patches_event_timer", "mutates_input"]
+    codes = [(n, CASES[n][0](BASE)) for n in picks] + [("segfault", FAULTS["segfault"][0](BASE))]
+    prop = Scripted(codes)
+    st = orchestrator.State()
+    st.champion_profile = {"mean_ms": 1.0}
+    backend = SyntheticBackend()
+    for i in range(1, len(codes) + 1):
+        ev, fatal = orchestrator.run_iteration(i, st, SPEC, prop, backend, run, 0.02, 2.0)
+        ev["champion_id"] = st.champion_id
+        st.apply(ev, None)
+        assert not fatal and not ev["decision"]["promoted"]
+        assert ev["decision"]["verdict"] in ("invalid", "incorrect", "failed")
+        assert ev["decision"]["reason"]
+        assert st.champion_id == "baseline"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "State:\tZ" not in f.read()   # a zombie is dead, merely not yet reaped
+    except FileNotFoundError:
+        return False
+
+
+def test_checker_child_dies_with_a_killed_kernloop(tmp_path):
+    """kill -9 of KernLoop leaves no candidate running: nothing else would enforce its timeout."""
+    import subprocess
+    import time
+    marker = tmp_path / "child.pid"
+    child = tmp_path / "child.py"
+    child.write_text(f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    kernloop = tmp_path / "kernloop.py"
+    kernloop.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom sandbox import run_child\n"
+                        f"run_child([sys.executable, {str(child)!r}], 300)\n")
+    code_path = str(kernloop)
+    parent = subprocess.Popen([sys.executable, code_path])
+    deadline = time.monotonic() + 30
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid = int(marker.read_text())
+    assert _alive(pid)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)
