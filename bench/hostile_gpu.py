@@ -19,23 +19,9 @@ sys.path.insert(0, str(ROOT))
 
 import orchestrator  # noqa: E402
 from backends import LocalBackend  # noqa: E402
-from proposer import Proposal  # noqa: E402
 from spec import load_spec  # noqa: E402
 from tests.hostile_cases import CASES, FAULTS, expected_in  # noqa: E402
-
-
-class Scripted:
-    name, model = "scripted", None
-
-    def __init__(self, items):
-        self.items = list(items)
-
-    def describe(self):
-        return {"proposer": "scripted", "model": None, "endpoint_host": None}
-
-    def propose(self, ctx):
-        name, code = self.items.pop(0)
-        return Proposal(code=code, note=name, proposer="scripted")
+from tests.scripted_proposer import Scripted  # noqa: E402
 
 
 def main():

@@ -335,12 +335,22 @@ def _audit(event, args):
 
 # ---------------------------------------------------------------- the run
 
+def _phase(result: dict, name: str) -> None:
+    """Seconds since the checker started, at the start of each phase (where the time goes)."""
+    result.setdefault("phase_s", {})[name] = round(time.monotonic() - _T0, 3)
+
+
+_T0 = time.monotonic()
+
+
 def run(args, result: dict) -> None:
     if args.mode == "interpret":
         os.environ["TRITON_INTERPRET"] = "1"   # must be set before triton is imported
+    _phase(result, "import")
     import torch
     import triton
 
+    _phase(result, "references")
     result["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
                           "triton": triton.__version__}
     with open(args.spec) as f:
@@ -379,6 +389,7 @@ def run(args, result: dict) -> None:
                           "ref": reference(torch, spec, inputs, ref_dtype)})
     sync()
     result["stage"] = "load"
+    _phase(result, "load")
     threads_before = threading.active_count()
     guards = guard_targets(torch)
     sys.addaudithook(_audit)       # cannot be removed: network, fork and exec stay blocked
@@ -391,6 +402,7 @@ def run(args, result: dict) -> None:
 
     # 2. Correctness on every shape, several fresh draws each.
     result["stage"] = "correctness"
+    _phase(result, "correctness")
     rel_l2: dict[str, float] = {}
     result["rel_l2"] = rel_l2
     poison_bytes = 64 * 2**20 if device.type == "cuda" else 4 * 2**20
@@ -434,6 +446,7 @@ def run(args, result: dict) -> None:
 
     # 3. Timing on the timed shape: champion and candidate interleaved in this process.
     result["stage"] = "timing"
+    _phase(result, "timing")
     try:
         champ = load_module(args.champion, "kernloop_champion")
         champ_fn = getattr(champ, spec["entry"])
@@ -580,6 +593,7 @@ def main(argv=None) -> int:
         if result.get("stage") in ("load", "correctness") and result.get("correct") is None:
             result["correct"] = None
     result["wall_s"] = time.monotonic() - t0
+    _phase(result, "end")
     _audit_armed[0] = False
     if not emit_line(result_fd, result):
         return 3

@@ -20,12 +20,15 @@ counts it in `unscripted`, so an under-scripted test fails loudly instead of han
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import deque
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
+
+try:
+    from tests.loopback import LoopbackServer
+except ImportError:   # run by hand as a script: python tests/loopback_*.py
+    from loopback import LoopbackServer
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
@@ -79,56 +82,16 @@ class Request:
 
 # ---------------------------------------------------------------- the server
 
-class LoopbackOpenAI:
+class LoopbackOpenAI(LoopbackServer):
     def __init__(self, script: list[Behaviour] | None = None, default: Behaviour | None = None):
-        self._queue: deque[Behaviour] = deque(script or [])
-        self.default = default
-        self.requests: list[Request] = []
-        self.unscripted = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()       # wakes delayed handlers at shutdown
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(script, default)
 
-    # -- lifecycle
-    def start(self) -> "LoopbackOpenAI":
-        handler = _make_handler(self)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> "LoopbackOpenAI":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    # -- scripting and inspection
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return self._httpd.server_address[1]
+    def make_handler(self):
+        return _make_handler(self)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def push(self, *behaviours: Behaviour) -> None:
-        with self._lock:
-            self._queue.extend(behaviours)
 
     @property
     def chat_requests(self) -> list[Request]:

@@ -25,10 +25,14 @@ import argparse
 import json
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
+
+try:
+    from tests.loopback import LoopbackServer
+except ImportError:   # run by hand as a script: python tests/loopback_*.py
+    from loopback import LoopbackServer
 
 SEARCH_PATH = "/search"
 MARKER = "LOOPBACK-NOTE"   # in every generated result, so a test can find the notes in a prompt
@@ -88,58 +92,18 @@ class Request:
 
 # ---------------------------------------------------------------- the server
 
-class LoopbackTavily:
+class LoopbackTavily(LoopbackServer):
     def __init__(self, script: list[Behaviour] | None = None, default: Behaviour | None = ok(),
                  api_key: str | None = None, port: int = 0):
-        self._queue: deque[Behaviour] = deque(script or [])
-        self.default = default
+        super().__init__(script, default, port)
         self.api_key = api_key
-        self.requests: list[Request] = []
-        self.unscripted = 0
-        self._port = port
-        self._lock = threading.Lock()
-        self._stop = threading.Event()       # wakes delayed handlers at shutdown
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle
-    def start(self) -> "LoopbackTavily":
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), _make_handler(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> "LoopbackTavily":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    # -- scripting and inspection
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return self._httpd.server_address[1]
+    def make_handler(self):
+        return _make_handler(self)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def push(self, *behaviours: Behaviour) -> None:
-        with self._lock:
-            self._queue.extend(behaviours)
 
     @property
     def search_requests(self) -> list[Request]:

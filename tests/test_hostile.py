@@ -7,7 +7,6 @@ side streams, illegal memory access, out of memory) run on the H200 in bench/hos
 bf16 is checked as fp16 here: the interpreter's tl.dot is wrong for bf16 operands.
 """
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from backends import SyntheticBackend, parse_child
 from sandbox import run_child, stripped_env
 from spec import load_spec
 from tests.hostile_cases import CASES, FAULTS, expected_in
+from tests.scripted_proposer import Scripted
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "specs" / "matmul.yaml")
@@ -75,21 +75,6 @@ def test_secrets_never_reach_candidate_code(monkeypatch):
     assert env["HARMLESS"] == "ok"
     out = run_child([sys.executable, "-c", "import os; print(sorted(os.environ))"], 30)
     assert "KERNLOOP_LLM_API_KEY" not in out.stdout and "HARMLESS" in out.stdout
-
-
-class Scripted:
-    name, model = "scripted", None
-
-    def __init__(self, codes):
-        self.codes = list(codes)
-
-    def describe(self):
-        return {"proposer": "scripted", "model": None, "endpoint_host": None}
-
-    def propose(self, ctx):
-        from proposer import Proposal
-        name, code = self.codes.pop(0)
-        return Proposal(code=code, note=name, proposer="scripted")
 
 
 def test_loop_goes_on_and_champion_never_changes(tmp_path):

@@ -10,7 +10,6 @@ import json
 import logging
 import re
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
