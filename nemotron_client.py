@@ -6,7 +6,8 @@ attempt is logged) -> extract exactly one Python file from the answer (reasoning
 -> on a parse failure, one immediate repair request that states the reason.
 
 It never raises for HTTP or parse problems: it returns Proposal(code=None, error=reason).
-Only an authentication failure is fatal (Proposal.fatal=True): retrying a bad key is futile.
+Only an authentication failure or an unknown model/endpoint (404) is fatal (Proposal.fatal=True):
+retrying a bad key or a model id the server does not serve is futile.
 The API key never leaves the Authorization header: not in describe(), meta, prompt,
 response or error text (server messages that echo it are redacted).
 
@@ -467,6 +468,7 @@ class _Call:
     error_class: str | None = None
     status: int | None = None
     auth: bool = False
+    fatal: bool = False     # no later request can succeed either (bad key, unknown model)
     attempts: int = 0
 
 
@@ -542,7 +544,7 @@ class NemotronProposer:
                                    f"{self._redact(_api_message(e))}; check KERNLOOP_LLM_API_KEY "
                                    "(or NVIDIA_API_KEY)",
                              error_class=type(e).__name__, status=e.status_code, auth=True,
-                             attempts=attempts)
+                             fatal=True, attempts=attempts)
             except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
                     openai.APIConnectionError) as e:
                 status = getattr(e, "status_code", None)
@@ -556,7 +558,11 @@ class NemotronProposer:
                             attempts, cfg.max_retries + 1, self.host, time.monotonic() - t0,
                             what, wait)
                 time.sleep(wait)
-            except openai.APIStatusError as e:   # 400/404/422…: retrying the same request won't help
+            except openai.NotFoundError as e:   # wrong model id or base URL: every request would fail
+                return _Call(error=f"HTTP 404 from {self.host}: {self._redact(_api_message(e))}; "
+                                   f"check KERNLOOP_LLM_MODEL ({self.model}) and KERNLOOP_LLM_BASE_URL",
+                             error_class=type(e).__name__, status=404, fatal=True, attempts=attempts)
+            except openai.APIStatusError as e:   # 400/422…: retrying the same request won't help
                 return _Call(error=f"HTTP {e.status_code} from {self.host}: "
                                    f"{self._redact(_api_message(e))}",
                              error_class=type(e).__name__, status=e.status_code, attempts=attempts)
@@ -597,13 +603,13 @@ class NemotronProposer:
     def _finish(self, code, parse_reason, call: _Call, meta, messages, responses) -> Proposal:
         if code is not None:
             error, note = None, note_from_code(code)
-        elif parse_reason is not None and not call.auth:   # answered unusably (repair may have failed)
+        elif parse_reason is not None and not call.fatal:   # answered unusably (repair may have failed)
             error = parse_reason + (f" (repair request failed: {call.error})" if call.error else "")
             meta.update(error_kind="parse", error_class="ParseError")
             note = "unparseable answer"
         else:
             error = call.error or "no answer"
-            meta.update(error_kind="auth" if call.auth else "request",
+            meta.update(error_kind="auth" if call.auth else "config" if call.fatal else "request",
                         error_class=call.error_class, status_code=call.status)
             note = "request failed"
         error = self._redact(error)
@@ -616,7 +622,7 @@ class NemotronProposer:
         return Proposal(code=code, note=note, proposer=self.name, model=self.model, error=error,
                         prompt=self._redact(render_messages(messages)),
                         response=self._redact("\n".join(responses)) if responses else None,
-                        meta=meta, fatal=call.auth)
+                        meta=meta, fatal=call.fatal)
 
 
 # ================================================================ response helpers

@@ -263,6 +263,14 @@ def test_403_is_fatal_too(srv):
     assert p.fatal and "authentication failed (HTTP 403)" in p.error
 
 
+def test_404_unknown_model_is_fatal_and_names_the_variables(srv):
+    srv.push(error(404, "model nvidia/no-such-model does not exist"))
+    p = propose(srv)
+    assert p.fatal and p.code is None and len(srv.chat_requests) == 1
+    assert p.error.startswith("HTTP 404") and "KERNLOOP_LLM_MODEL" in p.error
+    assert p.meta["error_kind"] == "config"
+
+
 def test_400_is_not_retried_and_not_fatal(srv):
     srv.push(error(400, "bad request: unknown field"))
     p = propose(srv)
