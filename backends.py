@@ -41,7 +41,8 @@ def failed_result(backend: str, synthetic: bool, stage: str, error: str, **meta)
 
 
 def stage_job(spec, candidate: Path, champion: Path, workdir: Path) -> dict[str, Path]:
-    """Copy what one checker run needs into `workdir`; return the paths by role."""
+    """Copy what one checker run needs into `workdir`; return the (absolute) paths by role."""
+    workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     files = {"spec": workdir / "spec.json", "candidate": workdir / "candidate.py",
              "champion": workdir / "champion.py", "checker": workdir / "check.py"}

@@ -232,7 +232,7 @@ def status_line(ev: dict, n_total: int, synthetic: bool) -> str:
 
 def start_run(args, spec: Spec) -> Path:
     run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{spec.name}"
-    out = Path(args.out)
+    out = Path(args.out).resolve()   # children run with their own cwd: paths must be absolute
     run_dir = out / run_id
     k = 1
     while run_dir.exists():
@@ -252,7 +252,7 @@ def start_run(args, spec: Spec) -> Path:
 def loop(args) -> int:
     resume_events: list[dict] = []
     if args.resume:
-        run_dir = Path(args.resume)
+        run_dir = Path(args.resume).resolve()
         log_path = run_dir / "run.jsonl"
         if not log_path.is_file():
             raise UserError(f"--resume: no run.jsonl in {run_dir}")
@@ -274,6 +274,7 @@ def loop(args) -> int:
         spec = load_spec(args.spec)
         run_dir = start_run(args, spec)
         run_id = run_dir.name
+    args.run_dir = run_dir   # for the resume hint on Ctrl-C
     budget = spec.loop["iterations"] if args.iterations is None else args.iterations
     patience = spec.loop["patience"] if args.patience is None else args.patience
     min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop.get("sigma", 2.0))
@@ -421,7 +422,8 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        where = f" (resume with: python orchestrator.py --resume {args.resume or '<run dir>'})"
+        run_dir = getattr(args, "run_dir", None)
+        where = f" (resume with: python orchestrator.py --resume {run_dir})" if run_dir else ""
         print(f"\ninterrupted{where}", file=sys.stderr)
         return 130
 

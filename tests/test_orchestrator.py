@@ -56,6 +56,19 @@ def test_run_writes_log_page_and_champion(synthetic_run):
     assert all(ln.startswith("SYNTHETIC") for ln in p.stdout.splitlines() if "/8 it" in ln)
 
 
+def test_default_out_folder_is_relative_to_where_it_runs(tmp_path):
+    """The README's command: no --out, so runs/ relative to the working directory."""
+    p = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "--spec", str(ROOT / "specs" / "matmul.yaml"),
+                        "--iterations", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env=NO_LLM)
+    assert p.returncode == 0, p.stdout + p.stderr
+    (run,) = [d for d in (tmp_path / "runs").iterdir() if d.is_dir()]
+    assert (run / "trajectory.html").is_file() and (tmp_path / "runs" / "index.html").is_file()
+    evs = read_events(run / "run.jsonl")
+    assert [e["event"] for e in evs] == ["run_start", "baseline", "iteration", "run_end"]
+    assert evs[1]["result"]["ok"] is True
+
+
 def test_promotes_and_never_promotes_incorrect(synthetic_run):
     _, run = synthetic_run
     its = [e for e in read_events(run / "run.jsonl") if e["event"] == "iteration"]
