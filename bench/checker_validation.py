@@ -223,7 +223,7 @@ def cost(spec_path, candidate_cfg) -> dict:
         out[label] = {"wall_s": wall, "ok": res.get("ok"), "error": res.get("error"),
                       "checker_wall_s": res.get("wall_s"), "timing_wall_s": res.get("timing_wall_s"),
                       "candidate": res.get("candidate"), "champion": res.get("champion"),
-                      "rel_l2": res.get("rel_l2")}
+                      "rel_l2": res.get("rel_l2"), "phase_s": res.get("phase_s")}
         log(f"cost {spec.name} {label}: {wall:.2f} s wall, ok={res.get('ok')} {res.get('error') or ''}")
     return out
 

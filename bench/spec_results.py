@@ -3,7 +3,8 @@
 
 For each spec: run the whole loop (`orchestrator.py --backend local --proposer tuner`), then time
 in ONE process, interleaved, with the checker's flush before every rep: the naive baseline, the
-loop's champion and each `compare:` expression of the spec (torch.mm, torch.softmax, ...).
+loop's champion, a hand-written rewrite from bench/by_hand/ when there is one (what structure
+the tuner cannot reach), and each `compare:` expression of the spec (torch.mm, torch.softmax, ...).
 Reports medians, speedups, % of the measured copy bandwidth / matmul rate, candidates tried, GPU
 seconds spent in checker jobs and the loop's wall time. Writes one JSON file and a tarball of the
 run folders (pages included).
@@ -58,6 +59,9 @@ def side_by_side(spec, run_dir: Path, reps: int) -> dict:
     ref = reference(torch, spec.to_checker(), inputs, torch.float32)
     fns = {"naive baseline": getattr(load_module(str(run_dir / "baseline.py"), f"b_{spec.name}"), spec.entry),
            "KernLoop champion": getattr(load_module(str(run_dir / "champion.py"), f"c_{spec.name}"), spec.entry)}
+    hand = ROOT / "bench" / "by_hand" / f"{spec.name}.py"
+    if hand.exists():   # a structure the tuner cannot reach, written by hand (see bench/by_hand)
+        fns["by hand (rewrite)"] = getattr(load_module(str(hand), f"h_{spec.name}"), spec.entry)
     names = [i["name"] for i in spec.inputs]
     for label, expr in spec.compare.items():
         code = compile(expr, f"<compare {label}>", "eval")
