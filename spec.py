@@ -88,7 +88,7 @@ def _req(d, key, path, where, types):
     if key not in d:
         raise SpecError(path, f"{where}{key}", "is required")
     v = d[key]
-    if not isinstance(v, types) or isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+    if not isinstance(v, types):
         raise SpecError(path, f"{where}{key}", f"must be {_tname(types)}, got {type(v).__name__}")
     return v
 
