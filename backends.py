@@ -93,15 +93,17 @@ class LocalBackend(Backend):
     """The checker in a child process on this machine's GPU."""
     name = "local"
 
-    def __init__(self, device: str = "local CUDA GPU", timeout_s: float | None = None):
+    def __init__(self, device: str = "local CUDA GPU", timeout_s: float | None = None,
+                 extra_args: tuple = ()):
         self.device = device
         self.timeout_s = timeout_s or _env_float("KERNLOOP_CHECK_TIMEOUT_S", 300.0)
+        self.extra_args = tuple(extra_args)   # checker flags, for benchmarks (e.g. --no-prewarm)
 
     def evaluate(self, spec, candidate, champion, workdir):
         f = stage_job(spec, Path(candidate), Path(champion), Path(workdir))
         cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate",
                str(f["candidate"]), "--champion", str(f["champion"]), "--mode", "gpu",
-               "--backend", self.name]
+               "--backend", self.name, *self.extra_args]
         out = run_child(cmd, self.timeout_s, cwd=str(workdir))
         return parse_child(out, self.name, False, Path(workdir) / "checker.log")
 

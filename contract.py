@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import ast
 
-ALLOWED_IMPORTS = {"torch", "triton", "triton.language", "math", "__future__"}
+ALLOWED_IMPORTS = {"torch", "triton", "triton.language", "math", "__future__",
+                   # Hopper TMA descriptors: a plain Triton API that describes a tensor, computes nothing.
+                   "triton.tools.tensor_descriptor"}
 # torch functions a launcher legitimately needs: allocation, dtypes, shapes. Anything else
 # (torch.mm, torch.softmax, F.*, ...) would do the op outside Triton.
 ALLOWED_TORCH = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like",
                  "float16", "bfloat16", "float32", "float64", "int32", "int64", "int8", "uint8",
                  "bool", "dtype", "device", "Size", "Tensor", "finfo", "iinfo"}
+# triton submodules a kernel file has no business touching: benchmarking helpers, the runtime and
+# compiler internals, knobs (they could change how the checker's own kernels behave).
+TRITON_INTERNALS = {"testing", "runtime", "compiler", "backends", "profiler", "knobs", "tools", "_C",
+                    "instrumentation", "plugins", "experimental"}
 ALLOWED_TORCH_CUDA = {"get_device_properties", "current_device", "get_device_capability"}
 FORBIDDEN_CALLS = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars",
                    "getattr", "setattr", "delattr", "input", "print", "breakpoint", "id", "hash",
@@ -120,19 +126,27 @@ def check(code: str, spec) -> list[str]:
     # Inside @triton.jit bodies, method names like .sum()/.max() are Triton ops, not torch.
     in_jit = {id(n) for fn in tree.body if isinstance(fn, ast.FunctionDef) and _is_jit(fn)
               for n in ast.walk(fn)}
+    # Attribute nodes inside a longer chain (the `triton.tools` of `triton.tools.x.y`): only the
+    # whole chain is judged.
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     for node in ast.walk(tree):
         ln = getattr(node, "lineno", "?")
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name not in ALLOWED_IMPORTS:
-                    add(f"line {ln}: import of '{a.name}' (only torch, triton, triton.language, math)")
+                    add(f"line {ln}: import of '{a.name}' (only torch, triton, triton.language, "
+                        "triton.tools.tensor_descriptor, math)")
                 aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom):
             mod = node.module or ""
             for a in node.names:
                 full = f"{mod}.{a.name}"
                 if mod not in ALLOWED_IMPORTS and full not in ALLOWED_IMPORTS:
-                    add(f"line {ln}: import from '{mod}' (only torch, triton, triton.language, math)")
+                    add(f"line {ln}: import from '{mod}' (only torch, triton, triton.language, "
+                        "triton.tools.tensor_descriptor, math)")
+                elif mod == "triton" and a.name in TRITON_INTERNALS:
+                    add(f"line {ln}: 'from triton import {a.name}' (Triton internals and benchmarking "
+                        "helpers are off limits)")
                 elif mod == "torch" and a.name not in ALLOWED_TORCH and full not in ALLOWED_IMPORTS:
                     add(f"line {ln}: 'from torch import {a.name}' (torch may only allocate; the op runs in Triton)")
                 aliases[a.asname or a.name] = full
@@ -149,6 +163,14 @@ def check(code: str, spec) -> list[str]:
                 add(f"line {ln}: dunder attribute access '{node.attr}'")
             elif node.attr in HOST_SYNC:
                 add(f"line {ln}: '.{node.attr}' (host sync or raw storage access)")
+            elif id(node) not in inner:
+                name = _dotted(node) or ""
+                head, _, rest = name.partition(".")
+                full = f"{aliases.get(head, head)}.{rest}" if rest else aliases.get(head, head)
+                parts = full.split(".")
+                if len(parts) > 1 and parts[0] == "triton" and parts[1] in TRITON_INTERNALS \
+                        and not full.startswith("triton.tools.tensor_descriptor"):
+                    add(f"line {ln}: '{name}' (Triton internals and benchmarking helpers are off limits)")
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_CALLS and isinstance(node.ctx, ast.Load):
             add(f"line {ln}: use of '{node.id}' (no I/O, introspection or dynamic code)")
         if isinstance(node, ast.Call):

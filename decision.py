@@ -56,12 +56,16 @@ def decide(result: dict | None, min_gain: float = 0.02, sigma: float = 2.0,
 
 
 def stop_reason(done: int, budget: int, since_promotion: int, patience: int,
-                exhausted: bool = False, fatal: str | None = None) -> str | None:
-    """Why the loop stops now, or None to go on. patience 0 disables the no-progress rule."""
+                exhausted: bool = False, fatal: str | None = None,
+                elapsed_s: float = 0.0, max_s: float | None = None) -> str | None:
+    """Why the loop stops now, or None to go on. patience 0 disables the no-progress rule;
+    max_s None disables the wall-clock budget (checked between iterations, never inside one)."""
     if fatal:
         return f"stopped: {fatal}"
     if done >= budget:
         return f"iteration budget reached ({budget})"
+    if max_s is not None and elapsed_s >= max_s:
+        return f"time budget reached ({max_s / 60:g} min)"
     if patience and since_promotion >= patience:
         return f"no promotion in {patience} iterations"
     if exhausted:

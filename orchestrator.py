@@ -42,6 +42,8 @@ def parse_args(argv=None):
                    help="auto = the LLM if KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL is set, else the tuner")
     p.add_argument("--iterations", type=int, help="iteration budget (default: the spec's loop.iterations)")
     p.add_argument("--patience", type=int, help="stop after N iterations without a promotion (0 = off)")
+    p.add_argument("--max-minutes", type=float,
+                   help="start no new iteration after this many minutes of wall time (default: no limit)")
     p.add_argument("--out", default="runs", help="folder for run folders (default: runs)")
     p.add_argument("--seed", type=int, default=0, help="seed for the tuner and the synthetic noise")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a crashed or killed run from its run.jsonl")
@@ -51,6 +53,8 @@ def parse_args(argv=None):
         p.error("one of --spec or --resume is required")
     if args.iterations is not None and args.iterations < 0:
         p.error("--iterations must be >= 0")
+    if args.max_minutes is not None and not args.max_minutes > 0:
+        p.error("--max-minutes must be > 0")
     return args
 
 
@@ -306,6 +310,7 @@ def loop(args) -> int:
                    proposer_note=proposer_note, proposer_choice=args.proposer,
                    backend_note=backend_why, device=backend.device, seed=args.seed,
                    iterations=budget, patience=patience, min_gain=min_gain, sigma=sigma,
+                   max_minutes=args.max_minutes,
                    argv=sys.argv[1:], versions=versions(),
                    research=researcher.describe() if researcher else None,
                    research_note=None if researcher else _no_research_note())
@@ -351,9 +356,11 @@ def loop(args) -> int:
         render_page(run_dir)
 
     fatal = None
+    max_s = args.max_minutes * 60 if args.max_minutes else None
     while True:
         exhausted = bool(tuner and tuner.exhausted)
-        why = decision.stop_reason(st.done, budget, st.since_promotion, patience, exhausted, fatal)
+        why = decision.stop_reason(st.done, budget, st.since_promotion, patience, exhausted, fatal,
+                                   elapsed_s=time.monotonic() - t_start, max_s=max_s)
         if why:
             break
         n = st.done + 1

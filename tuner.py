@@ -1,6 +1,8 @@
 """The built-in proposer that needs no LLM: it rewrites only the champion's CONFIG.
 
-Search: greedy coordinate moves around the champion inside the spec's search space, with
+Search: first a few configs spread over the whole space (a seeded Latin hypercube: every
+parameter's range is covered, so one local basin near the baseline cannot hold the search), then
+greedy coordinate moves around the champion inside the spec's search space, with
 momentum (a move that just won is tried again), paired moves (tile size together with warps or
 stages, since one without the other often loses), and seeded random jumps to leave local optima.
 It never proposes a config it has tried before and is deterministic for a given seed.
@@ -16,6 +18,21 @@ from contract import read_config
 from proposer import Proposal, ProposalContext
 
 JUMP_PROB = 0.15
+INITIAL_SAMPLES = 4   # of ~15-30 candidates per run: enough to land near a good basin
+
+
+def latin_hypercube(space: dict, n: int, rng: random.Random) -> list[dict]:
+    """n configs where each parameter's values are spread evenly across the samples (each of n
+    strata of its value list used once), paired at random between parameters."""
+    columns = {}
+    for p, vals in space.items():
+        if len(vals) <= n:   # few values: every one of them appears
+            col = [vals[i % len(vals)] for i in range(n)]
+        else:                # many: one value from each of n equal slices of the list
+            col = [vals[rng.randrange(s * len(vals) // n, (s + 1) * len(vals) // n)] for s in range(n)]
+        rng.shuffle(col)
+        columns[p] = col
+    return [{p: columns[p][i] for p in space} for i in range(n)]
 
 
 def _key(cfg: dict) -> tuple:
@@ -45,11 +62,14 @@ class Tuner:
     name = "tuner"
     model = None
 
-    def __init__(self, space: dict, seed: int = 0):
+    def __init__(self, space: dict, seed: int = 0, initial: int = INITIAL_SAMPLES):
         if not space:
             raise ValueError("the spec has no search_space: the tuner has nothing to change")
         self.space = {k: list(v) for k, v in space.items()}
         self.rng = random.Random(seed)
+        # Drawn once from the seed: a resumed run skips the samples it already tried.
+        self.initial = latin_hypercube(self.space, initial, self.rng) if initial > 0 else []
+        self.initial_n = len(self.initial)
         self.tried: set[tuple] = set()
         self.last_move: tuple | None = None      # ((param, step), ...) of the last proposal
         self.last_parent: tuple | None = None
@@ -87,6 +107,14 @@ class Tuner:
     def next_config(self, champion_cfg: dict, last_promoted: bool) -> tuple[dict | None, str]:
         base = {k: champion_cfg.get(k) for k in champion_cfg}
         self.mark_tried(base)
+        # 0. The initial spread-out samples, before any local move.
+        while self.initial:
+            k = self.initial_n - len(self.initial) + 1
+            cand = dict(base)
+            cand.update(self.initial.pop(0))
+            if _key(cand) not in self.tried:
+                self.last_move = None
+                return cand, self._describe_move(base, cand, f"initial spread sample {k}/{self.initial_n}")
         # 1. Momentum: the last move just won, so push further the same way.
         if last_promoted and self.last_move:
             cand = self._step(base, self.last_move)

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from checker.check import (Flusher, aten_recorder, load_module, make_inputs,  # noqa: E402
-                           summarize, time_ab)
+from checker.check import (SETTLE_US, Flusher, aten_recorder, load_module,  # noqa: E402
+                           make_inputs, summarize, time_ab)
 from decision import decide  # noqa: E402
 from spec import load_spec  # noqa: E402
 
@@ -89,9 +89,9 @@ def ceilings() -> dict:
             "l2_bytes": getattr(props, "L2_cache_size", None)}
 
 
-def one_side(fn, args, method, warmup, reps):
+def one_side(fn, args, method, warmup, reps, settle_us=0.0):
     """Time fn alone with a given flush method (rotate: input sets > 2x L2)."""
-    fl = Flusher(torch, DEV, method)
+    fl = Flusher(torch, DEV, method, settle_us=settle_us)
     sets = [args]
     if method == "rotate":
         per = sum(x.numel() * x.element_size() for x in args)
@@ -102,15 +102,49 @@ def one_side(fn, args, method, warmup, reps):
     return summarize(samples, warmup)
 
 
+def checker_side(fn, args, method, runs=3, warmup=10, reps=50, settle_us=SETTLE_US, min_warm_s=0.05):
+    """The checker's timing path for one kernel (inputs refilled every rep, op recorder, 50 ms
+    warmup), `runs` times over: each run's stats plus the pooled mean of all samples."""
+    fl = Flusher(torch, DEV, method, settle_us=settle_us)
+    per_run, pooled = [], []
+    for _ in range(runs):
+        (s,), *_ = time_ab(torch, [fn], [args], warmup, reps, fl, refresh=refresh, min_warm_s=min_warm_s,
+                           watch=[aten_recorder(torch)])
+        per_run.append(summarize(s, warmup))
+        pooled += s
+    out = summarize(pooled, warmup)
+    out["runs"] = per_run
+    return out
+
+
 def flush_table(kernels, warmup, reps) -> list[dict]:
     rows = []
     for label, fn, args in kernels:
         row = {"kernel": label}
         for m in ("none", "zero", "read", "rotate"):
             row[m] = one_side(fn, args, m, warmup, reps)
+        row["read_settle"] = one_side(fn, args, "read", warmup, reps, settle_us=SETTLE_US)
         rows.append(row)
         log(f"flush {label}: " + ", ".join(f"{m} {row[m]['median_ms']:.4f}" for m in
-                                           ("none", "zero", "read", "rotate")))
+                                           ("none", "zero", "read", "read_settle", "rotate")))
+    return rows
+
+
+def gap_table(kernels, idle_s=3.0) -> list[dict]:
+    """The checker's timing path after the GPU sat idle (as between loop jobs, while the next
+    candidate compiles), with and without the settle spin, with a short and a long warmup: does a
+    launch gap or a cold clock leak into the numbers?"""
+    rows = []
+    for label, fn, args in kernels:
+        for settle in (0.0, SETTLE_US):
+            for warm_ms in (50, 500):
+                torch.cuda.synchronize()
+                time.sleep(idle_s)
+                st = checker_side(fn, args, "read", runs=1, settle_us=settle, min_warm_s=warm_ms / 1e3)
+                rows.append({"kernel": label, "settle_us": settle, "min_warm_ms": warm_ms,
+                             "idle_s_before": idle_s, "stats": st})
+                log(f"gap {label} settle={settle:g}us warm={warm_ms}ms: mean {st['mean_ms']:.4f} "
+                    f"median {st['median_ms']:.4f} std {st['std_ms']:.4f}")
     return rows
 
 
@@ -135,7 +169,8 @@ def tiny_kernel() -> dict:
             ts.append(s.elapsed_time(e))
     idle = summarize(ts, 10)
     behind = one_side(fn, [x], "read", 10, 50)
-    return {"idle_sync_each": idle, "behind_read_flush": behind}
+    settle = one_side(fn, [x], "read", 10, 50, settle_us=SETTLE_US)
+    return {"idle_sync_each": idle, "behind_read_flush": behind, "behind_read_flush_and_settle": settle}
 
 
 def refresh(xs):
@@ -144,7 +179,7 @@ def refresh(xs):
 
 
 def decisions(spec, fn_c, fn_b, args, n, warmup, reps, method="read") -> dict:
-    fl = Flusher(torch, DEV, method)
+    fl = Flusher(torch, DEV, method, settle_us=SETTLE_US)
     out = []
     for _ in range(n):
         # The checker's own timing path: inputs refilled every rep, ops recorded, 50 ms warmup.
@@ -199,32 +234,45 @@ def power(spec_path, n, target=0.05) -> dict:
 
 
 def cost(spec_path, candidate_cfg) -> dict:
+    """Whole LocalBackend jobs as the loop runs them: the champion (baseline) already in the
+    Triton cache, the candidate a config never compiled before. `prewarm` (the default) compiles
+    all shapes at once; `serial` (--no-prewarm) shape by shape; `warm` repeats the prewarm job
+    with everything cached. Each cold variant gets its own fresh Triton cache."""
     from backends import LocalBackend
     from tuner import replace_config
     spec = load_spec(spec_path)
     tmp = Path(tempfile.mkdtemp())
     cand = tmp / "cand.py"
     cand.write_text(replace_config(spec.baseline.read_text(), candidate_cfg))
-    out = {}
-    be = LocalBackend(device="local")
-    cache_dir = tempfile.mkdtemp()   # cold: empty Triton cache; warm: the same cache again
-    for label, cache in (("cold", cache_dir), ("warm", cache_dir)):
-        env_old = os.environ.get("TRITON_CACHE_DIR")
-        if cache:
-            os.environ["TRITON_CACHE_DIR"] = cache
-        t0 = time.monotonic()
-        res = be.evaluate(spec, cand, spec.baseline, tmp / f"job_{label}")
-        wall = time.monotonic() - t0
-        if cache:
-            if env_old is None:
-                os.environ.pop("TRITON_CACHE_DIR")
-            else:
-                os.environ["TRITON_CACHE_DIR"] = env_old
-        out[label] = {"wall_s": wall, "ok": res.get("ok"), "error": res.get("error"),
-                      "checker_wall_s": res.get("wall_s"), "timing_wall_s": res.get("timing_wall_s"),
-                      "candidate": res.get("candidate"), "champion": res.get("champion"),
-                      "rel_l2": res.get("rel_l2"), "phase_s": res.get("phase_s")}
-        log(f"cost {spec.name} {label}: {wall:.2f} s wall, ok={res.get('ok')} {res.get('error') or ''}")
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import torch, triton"], check=True)
+    out = {"python_import_torch_triton_s": round(time.monotonic() - t0, 3)}
+    caches = {"prewarm": tempfile.mkdtemp(), "serial": tempfile.mkdtemp()}
+    plan = [("champion_only_prewarm", "prewarm", spec.baseline, ()),
+            ("champion_only_serial", "serial", spec.baseline, ("--no-prewarm",)),
+            ("cold_prewarm", "prewarm", cand, ()),
+            ("cold_serial", "serial", cand, ("--no-prewarm",)),
+            ("warm", "prewarm", cand, ())]
+    env_old = os.environ.get("TRITON_CACHE_DIR")
+    try:
+        for label, cache, path, extra in plan:
+            os.environ["TRITON_CACHE_DIR"] = caches[cache]
+            be = LocalBackend(device="local", extra_args=extra)
+            t0 = time.monotonic()
+            res = be.evaluate(spec, path, spec.baseline, tmp / f"job_{label}")
+            wall = time.monotonic() - t0
+            out[label] = {"wall_s": wall, "ok": res.get("ok"), "error": res.get("error"),
+                          "checker_wall_s": res.get("wall_s"), "timing_wall_s": res.get("timing_wall_s"),
+                          "candidate": res.get("candidate"), "champion": res.get("champion"),
+                          "rel_l2": res.get("rel_l2"), "phase_s": res.get("phase_s"),
+                          "prewarm": res.get("prewarm")}
+            log(f"cost {spec.name} {label}: {wall:.2f} s wall, ok={res.get('ok')} phases={res.get('phase_s')} "
+                f"{res.get('error') or ''}")
+    finally:
+        if env_old is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = env_old
     return out
 
 
@@ -236,7 +284,7 @@ def find_ncu():
     return None
 
 
-def ncu_fidelity(targets, reps=10) -> list[dict]:
+def ncu_fidelity(targets, reps=30) -> list[dict]:
     ncu = find_ncu()
     if not ncu:
         return [{"error": "ncu not found"}]
@@ -258,7 +306,7 @@ def ncu_fidelity(targets, reps=10) -> list[dict]:
                                   "ms": 1}.get(unit, 1e6))
         fn = entry(spec, path, f"ncu_{spec.name}_{len(rows)}")
         args = timed_inputs(spec)
-        ours = {m: one_side(fn, args, m, 10, 50) for m in ("read", "zero")}
+        ours = {m: checker_side(fn, args, m) for m in ("read", "zero")}
         row = {"spec": spec.name, "file": str(Path(path).relative_to(ROOT)) if str(path).startswith(str(ROOT)) else str(path),
                "ncu_n": len(vals), "ncu_mean_ms": statistics.fmean(vals) if vals else None,
                "ncu_median_ms": statistics.median(vals) if vals else None,
@@ -325,18 +373,20 @@ def main():
                (f"{mems.name} naive", entry(mems, mems.baseline, "fl_mem"), timed_inputs(mems))]
     if a.tuned:
         kernels.append(("matmul tuned 4096^3", entry(mms, Path(a.tuned), "fl_mmt"), timed_inputs(mms)))
-    section("flush", lambda: flush_table(kernels, 10, 50))
-    section("tiny", tiny_kernel)
-    section("aa_membound", lambda: aa(mem, a.aa))
-    section("aa_matmul", lambda: aa(mm, a.aa))
-    section("power_membound", lambda: power(mem, a.power))
-    section("power_matmul", lambda: power(mm, a.power))
+    # Cheapest and newest evidence first: a call cut short by its time limit keeps those.
+    section("gap", lambda: gap_table(kernels))
     tuned_cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
     section("cost_matmul", lambda: cost(mm, tuned_cfg))
     targets = [(mm, mms.baseline, "matmul"), (mem, mems.baseline, mems.name)]
     if a.tuned:
         targets.append((mm, Path(a.tuned), "matmul"))
     section("ncu", lambda: ncu_fidelity(targets))
+    section("flush", lambda: flush_table(kernels, 10, 50))
+    section("tiny", tiny_kernel)
+    section("aa_membound", lambda: aa(mem, a.aa))
+    section("aa_matmul", lambda: aa(mm, a.aa))
+    section("power_membound", lambda: power(mem, a.power))
+    section("power_matmul", lambda: power(mm, a.power))
     print(json.dumps({k: v for k, v in res.items() if k in ("ceilings", "section_seconds")}, indent=1))
     summary(res)
 
@@ -347,21 +397,34 @@ def summary(res):
     if "copy_gbps_read_plus_write" in c:
         print(f"copy {c['copy_gbps_read_plus_write']:.0f} GB/s  mm {c['mm_bf16_8192_tflops']:.0f} TFLOP/s  L2 {c['l2_bytes']}")
     for row in res.get("flush", []) if isinstance(res.get("flush"), list) else []:
-        print(f"flush {row['kernel']:<22} " + " ".join(f"{m}={row[m]['median_ms']:.4f}" for m in ("none", "zero", "read", "rotate")))
+        print(f"flush {row['kernel']:<22} " + " ".join(f"{m}={row[m]['median_ms']:.4f}" for m in ("none", "zero", "read", "read_settle", "rotate")))
+    for row in res.get("gap", []) if isinstance(res.get("gap"), list) else []:
+        print(f"gap {row['kernel']:<22} settle={row['settle_us']:g} warm={row['min_warm_ms']}ms "
+              f"mean={row['stats']['mean_ms']:.4f} median={row['stats']['median_ms']:.4f} std={row['stats']['std_ms']:.4f}")
     t = res.get("tiny", {})
     if "idle_sync_each" in t:
-        print(f"tiny idle {t['idle_sync_each']['median_ms']:.4f} ms  behind flush {t['behind_read_flush']['median_ms']:.4f} ms")
+        print(f"tiny idle {t['idle_sync_each']['median_ms']:.4f} ms  behind flush {t['behind_read_flush']['median_ms']:.4f} ms"
+              f"  behind flush+settle {t['behind_read_flush_and_settle']['median_ms']:.4f} ms")
     for k in ("aa_membound", "aa_matmul", "power_membound", "power_matmul"):
         r = res.get(k, {})
         if "promotions" in r:
             print(f"{k:<15} {r['promotions']}/{r['n']} promoted, gain median {r['gain_median']:+.2%} [{r['gain_min']:+.2%}, {r['gain_max']:+.2%}]")
     cm = res.get("cost_matmul", {})
-    for lab in ("cold", "warm"):
+    if "python_import_torch_triton_s" in cm:
+        print(f"cost: python -c 'import torch, triton' {cm['python_import_torch_triton_s']:.2f} s")
+    for lab in ("champion_only_prewarm", "champion_only_serial", "cold_prewarm", "cold_serial", "warm"):
         if lab in cm:
-            print(f"cost {lab}: {cm[lab]['wall_s']:.2f} s ok={cm[lab]['ok']}")
+            ph = cm[lab].get("phase_s") or {}
+            print(f"cost {lab:<22} {cm[lab]['wall_s']:.2f} s ok={cm[lab]['ok']} "
+                  + " ".join(f"{k}={v}" for k, v in ph.items()))
     for row in res.get("ncu", []) if isinstance(res.get("ncu"), list) else []:
         if "ncu_mean_ms" in row:
-            print(f"ncu {row['spec']:<10} ncu {row['ncu_mean_ms']} checker {row['checker_read_flush']['mean_ms']:.4f} zero {row['checker_zero_flush']['mean_ms']:.4f}")
+            rd = row["checker_read_flush"]
+            runs = " ".join(f"{r['mean_ms']:.4f}" for r in rd["runs"])
+            print(f"ncu {row['spec']:<10} ncu mean {row['ncu_mean_ms']:.4f} med {row['ncu_median_ms']:.4f} | "
+                  f"checker mean {rd['mean_ms']:.4f} med {rd['median_ms']:.4f} ratio {rd['mean_ms'] / row['ncu_mean_ms']:.3f} "
+                  f"runs {runs} "
+                  f"| zero {row['checker_zero_flush']['mean_ms']:.4f}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ import torch  # noqa: E402
 
 import orchestrator  # noqa: E402
 from bench.checker_validation import ceilings, timed_inputs  # noqa: E402
-from checker.check import Flusher, load_module, reference, summarize, time_ab  # noqa: E402
+from checker.check import (SETTLE_US, Flusher, load_module, reference, summarize,  # noqa: E402
+                           time_ab)
 from spec import load_spec  # noqa: E402
 from trajectory import read_events  # noqa: E402
 
@@ -42,11 +43,14 @@ def rel_l2(out, ref):
     return float(torch.linalg.vector_norm(o - ref) / torch.linalg.vector_norm(ref))
 
 
-def run_loop(spec_path: Path, iterations: int, out_dir: Path, seed: int) -> tuple[Path, float]:
+def run_loop(spec_path: Path, iterations: int, out_dir: Path, seed: int,
+             max_minutes: float | None = None) -> tuple[Path, float]:
     before = set(out_dir.glob("*/run.jsonl")) if out_dir.exists() else set()
     t0 = time.monotonic()
+    limit = ["--max-minutes", str(max_minutes)] if max_minutes else []
     rc = orchestrator.main(["--spec", str(spec_path), "--backend", "local", "--proposer", "tuner",
-                            "--iterations", str(iterations), "--out", str(out_dir), "--seed", str(seed)])
+                            "--iterations", str(iterations), "--out", str(out_dir), "--seed", str(seed),
+                            *limit])
     wall = time.monotonic() - t0
     new = sorted(set(out_dir.glob("*/run.jsonl")) - before)   # run folders only, not index.html
     if rc != 0 or not new:
@@ -60,8 +64,18 @@ def side_by_side(spec, run_dir: Path, reps: int) -> dict:
     fns = {"naive baseline": getattr(load_module(str(run_dir / "baseline.py"), f"b_{spec.name}"), spec.entry),
            "KernLoop champion": getattr(load_module(str(run_dir / "champion.py"), f"c_{spec.name}"), spec.entry)}
     hand = ROOT / "bench" / "by_hand" / f"{spec.name}.py"
+    hand_check = None
     if hand.exists():   # a structure the tuner cannot reach, written by hand (see bench/by_hand)
-        fns["by hand (rewrite)"] = getattr(load_module(str(hand), f"h_{spec.name}"), spec.entry)
+        # First through the real checker in its own process (every spec shape, hostile-candidate
+        # rules, A/B against the champion): a crash there cannot poison this process's timings.
+        from backends import LocalBackend
+        r = LocalBackend(device="local").evaluate(spec, hand, run_dir / "champion.py",
+                                                  run_dir / "jobs" / "by_hand")
+        hand_check = {k: r.get(k) for k in ("ok", "correct", "error", "rel_l2", "candidate", "champion",
+                                            "phase_s", "wall_s")}
+        log(f"{spec.name} by hand through the checker: ok={r.get('ok')} error={r.get('error')}")
+        if r.get("ok") and r.get("correct"):
+            fns["by hand (rewrite)"] = getattr(load_module(str(hand), f"h_{spec.name}"), spec.entry)
     names = [i["name"] for i in spec.inputs]
     for label, expr in spec.compare.items():
         code = compile(expr, f"<compare {label}>", "eval")
@@ -69,10 +83,10 @@ def side_by_side(spec, run_dir: Path, reps: int) -> dict:
                                                            "math": math}, dict(zip(names, a))))(code)
     errs = {k: rel_l2(f(*inputs), ref) for k, f in fns.items()}
     torch.cuda.synchronize()
-    fl = Flusher(torch, torch.device("cuda"), "read")
+    fl = Flusher(torch, torch.device("cuda"), "read", settle_us=SETTLE_US)   # as the checker times
     samples, *_ = time_ab(torch, list(fns.values()), [inputs], 10, reps, fl, min_warm_s=0.05)
     stats = {k: summarize(s, 10) for k, s in zip(fns, samples)}
-    return {"stats": stats, "rel_l2": errs}
+    return {"stats": stats, "rel_l2": errs, "by_hand_checker": hand_check}
 
 
 def write_tar(path, runs: Path) -> None:
@@ -93,6 +107,8 @@ def main():
     ap.add_argument("--specs", default="matmul:30,softmax:15,rmsnorm:15,gemv:15,layernorm:15,matmul_bias_gelu:20")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="per spec: the loop starts no new iteration after this (fits a device call)")
     a = ap.parse_args()
     res = {"argv": sys.argv, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__,
            "device": torch.cuda.get_device_name(0), "ceilings": ceilings(), "specs": {}}
@@ -106,7 +122,7 @@ def main():
         spec_path = ROOT / "specs" / f"{name}.yaml"
         try:
             spec = load_spec(spec_path)
-            run_dir, wall = run_loop(spec_path, int(iters or 15), runs, a.seed)
+            run_dir, wall = run_loop(spec_path, int(iters or 15), runs, a.seed, a.max_minutes)
             ev = read_events(run_dir / "run.jsonl")
             its = [e for e in ev if e["event"] == "iteration"]
             gpu_s = sum(((e.get("result") or {}).get("backend_meta") or {}).get("wall_s") or 0 for e in ev
@@ -131,6 +147,12 @@ def main():
                 "champion_config": next((e.get("candidate_config") for e in its
                                          if e["candidate_id"] == end.get("champion_id")), "baseline"),
                 "gpu_seconds_in_jobs": gpu_s, "loop_wall_s": wall, "table": table,
+                "by_hand_checker": sbs["by_hand_checker"],
+                "stop_reason": end.get("stop_reason"),
+                "job_wall_s": [((e.get("result") or {}).get("backend_meta") or {}).get("wall_s")
+                               for e in ev if e["event"] in ("baseline", "iteration")],
+                "job_phase_s": [(e.get("result") or {}).get("phase_s")
+                                for e in ev if e["event"] in ("baseline", "iteration")],
                 "shape": spec.shapes[0], "flops": flops, "bytes": nbytes}
             log(f"{name}: " + ", ".join(f"{k} {v['median_ms']:.4f} ms" for k, v in table.items()))
         except Exception as e:   # noqa: BLE001 - one spec failing must not lose the others
@@ -146,7 +168,13 @@ def main():
         if "error" in r:
             print(f"{name:<18} ERROR {r['error'][:150]}")
             continue
-        print(f"{name:<18} its={r['iterations']} prom={r['promotions']} gpu_s={r['gpu_seconds_in_jobs']:.0f} wall_s={r['loop_wall_s']:.0f}")
+        jobs = sorted(w for w in r["job_wall_s"] if w)
+        print(f"{name:<18} its={r['iterations']} prom={r['promotions']} gpu_s={r['gpu_seconds_in_jobs']:.0f} "
+              f"wall_s={r['loop_wall_s']:.0f} job_median_s={jobs[len(jobs) // 2] if jobs else None} "
+              f"stop={r['stop_reason']!r}")
+        if r.get("by_hand_checker"):
+            h = r["by_hand_checker"]
+            print(f"   by hand through the checker: ok={h['ok']} correct={h['correct']} error={h['error']}")
         for k, v in r["table"].items():
             print(f"   {k:<24} {v['median_ms']:.4f} ms  x{v['champion_speedup_over_this']:.2f}  "
                   f"bw {v['pct_copy_bw']:.0f}%  mm {v['pct_mm_rate']:.0f}%  relL2 {v['rel_l2']:.1e}")

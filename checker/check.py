@@ -42,6 +42,11 @@ DEVICE_CEILINGS = [
 ]
 
 
+# GPU spin after each flush (see Flusher): longer than the host needs from the start event to
+# the candidate's launch, including Python dispatch under the op recorder.
+SETTLE_US = 200.0
+
+
 class Reject(Exception):
     """The candidate broke a rule; `stage` says where."""
 
@@ -174,10 +179,18 @@ class Flusher:
             timed region; kept for comparison only).
     rotate: no flush kernel; the caller rotates input sets whose total exceeds 2x L2.
     none:   no flush (for comparison only).
+
+    After a read or zero flush, a spin kernel of about `settle_us` keeps the GPU busy while the
+    host records the start event and runs the candidate's launcher (Python, an op recorder,
+    Triton's launch path): otherwise, when that host work outlasts the flush, the GPU idles
+    inside the timed region and the launch gap is measured as kernel time.
     """
 
-    def __init__(self, torch, device, method: str):
+    def __init__(self, torch, device, method: str, settle_us: float = 0.0):
         self.torch, self.method = torch, method
+        self.settle_cycles = 0
+        if settle_us > 0 and device.type == "cuda" and method in ("read", "zero"):
+            self.settle_cycles = int(settle_us * sleep_cycles_per_us(torch))
         l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20) \
             if device.type == "cuda" else 0
         self.l2_bytes = l2
@@ -193,6 +206,21 @@ class Flusher:
             self.torch.sum(self.buf, dim=0, dtype=self.torch.float32, out=self.sink)
         else:
             self.buf.zero_()
+        if self.settle_cycles:
+            self.torch.cuda._sleep(self.settle_cycles)
+
+
+def sleep_cycles_per_us(torch) -> float:
+    """Clock cycles per microsecond of torch.cuda._sleep, measured. The GPU may be at a low
+    clock now and boost later, which only makes later spins shorter (by up to ~2x)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(100_000)   # first launch loads the kernel
+    cycles = 2_000_000
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    torch.cuda.synchronize()
+    return cycles / max(start.elapsed_time(end) * 1e3, 1.0)
 
 
 def time_ab(torch, fns, arg_sets, warmup: int, reps: int, flush: Flusher, refresh=None,
@@ -246,6 +274,31 @@ def time_ab(torch, fns, arg_sets, warmup: int, reps: int, flush: Flusher, refres
     return samples, last, kept, w
 
 
+def prewarm(fn, arg_lists, timeout_s: float = 600.0) -> dict:
+    """Call `fn` once on each argument list, all at once, one thread each, and wait.
+
+    Why: each distinct shape can be a separate Triton specialization (divisibility by 16 of
+    sizes and strides), hence a separate compile. Triton compiles outside the GIL for much of the
+    time (MLIR passes, ptxas), so the compiles overlap instead of queueing. Outputs and errors are
+    discarded: every real call afterwards is checked as before, and an error reproduces there.
+    Returns {"threads": n, "seconds": wall, "errors": k}."""
+    errors = []
+
+    def one(args):
+        try:
+            fn(*args)
+        except BaseException as e:   # noqa: BLE001 - reported by the checked call that follows
+            errors.append(type(e).__name__)
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=one, args=(a,), daemon=True) for a in arg_lists]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    return {"threads": len(threads), "seconds": round(time.perf_counter() - t0, 3),
+            "errors": len(errors), "stuck": sum(t.is_alive() for t in threads)}
+
+
 def wall_probe(torch, fn, args, flush: Flusher, n: int = 5) -> float:
     """Median host wall time (ms) of one call up to a device-wide sync. Work hidden on another
     stream or a thread escapes CUDA events on the current stream, but not this."""
@@ -278,6 +331,12 @@ def aten_recorder(torch):
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Recorder(TorchDispatchMode):
+        # Otherwise torch (2.11+) wraps __torch_dispatch__ in torch._disable_dynamo, whose first
+        # call imports torch._dynamo: seconds of every checker run, for a compiler never used here.
+        @classmethod
+        def _should_skip_dynamo(cls):
+            return False
+
         def __init__(self):
             super().__init__()
             self.ops = set()
@@ -304,9 +363,11 @@ def guard_targets(torch) -> dict:
          "torch.isfinite": torch.isfinite, "torch.Tensor.to": torch.Tensor.to,
          "torch.Tensor.clone": torch.Tensor.clone, "time.perf_counter": time.perf_counter,
          "time.monotonic": time.monotonic, "statistics.median": statistics.median,
+         "torch.cuda._sleep": torch.cuda._sleep, "torch.sum": torch.sum,
          "statistics.fmean": statistics.fmean}
     me = sys.modules[__name__]
-    for name in ("validate", "summarize", "time_ab", "wall_probe", "reference", "Flusher",
+    for name in ("validate", "summarize", "time_ab", "wall_probe", "prewarm", "reference", "Flusher",
+                 "sleep_cycles_per_us",
                  "check_inputs_unchanged", "roofline", "emit_line"):
         t[f"checker.{name}"] = getattr(me, name)
     return t
@@ -348,6 +409,7 @@ def run(args, result: dict) -> None:
         os.environ["TRITON_INTERPRET"] = "1"   # must be set before triton is imported
     _phase(result, "import")
     import torch
+    _phase(result, "import_triton")
     import triton
 
     _phase(result, "references")
@@ -402,6 +464,18 @@ def run(args, result: dict) -> None:
 
     # 2. Correctness on every shape, several fresh draws each.
     result["stage"] = "correctness"
+    if not interpret and args.prewarm:   # the interpreter is not thread-safe and compiles nothing
+        _phase(result, "prewarm")
+        firsts = {}
+        for case in cases:   # one call per distinct shape, on copies: the real inputs stay untouched
+            key = tuple(case["shape"].items())
+            if key not in firsts:
+                firsts[key] = [x.clone() for x in case["inputs"]]
+        result["prewarm"] = prewarm(fn, list(firsts.values()))
+        del firsts
+        sync()
+        if result["prewarm"]["stuck"]:
+            raise Reject("correctness", "candidate did not return within the prewarm time limit")
     _phase(result, "correctness")
     rel_l2: dict[str, float] = {}
     result["rel_l2"] = rel_l2
@@ -431,6 +505,8 @@ def run(args, result: dict) -> None:
             raise r
         rel_l2[label] = max(rel, rel_l2.get(label, 0.0))
         del out
+        if i == 0:
+            _phase(result, "correctness_rest")   # after the first case: its one-off costs end here
     if threading.active_count() > threads_before:
         raise Reject("correctness", "candidate started threads", False)
     if audit_seen:
@@ -453,7 +529,7 @@ def run(args, result: dict) -> None:
     except Exception as e:
         raise Reject("harness", f"champion failed to load: {type(e).__name__}: {e}")
     timed = spec["shapes"][0]
-    flush = Flusher(torch, device, args.flush)
+    flush = Flusher(torch, device, args.flush, settle_us=args.settle_us)
     per_set = sum(x.numel() * x.element_size() for x in cases[0]["inputs"])
     nsets = 1
     if args.flush == "rotate":   # total inputs > 2x L2, so every rep reads cold inputs
@@ -510,7 +586,8 @@ def run(args, result: dict) -> None:
     result["candidate"] = summarize(cs, warmup)
     result["champion"] = summarize(bs, warmup)
     result["flush"] = {"method": args.flush, "bytes": flush.nbytes, "l2_bytes": flush.l2_bytes,
-                       "input_sets": nsets}
+                       "input_sets": nsets, "settle_us": args.settle_us,
+                       "settle_cycles": flush.settle_cycles}
     ceil = ceilings_for(result["device"])
     cost = spec["cost_timed"]
     result["ceilings"] = ceil
@@ -561,6 +638,13 @@ def parse_args(argv=None):
     p.add_argument("--min-warm-ms", type=float, default=50.0,
                    help="warm up at least this long: an idle GPU starts at low clocks")
     p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--settle-us", type=float, default=SETTLE_US,
+                   help="GPU spin after each flush, covering the host's launch work (0: none)")
+    p.add_argument("--no-prewarm", dest="prewarm", action="store_false",
+                   default=os.environ.get("KERNLOOP_PREWARM", "1") != "0",
+                   help="compile shape by shape instead of all at once (default from "
+                        "KERNLOOP_PREWARM; 0 turns the prewarm off)")
+    p.add_argument("--profile", action="store_true", help="print a cProfile summary to stderr")
     p.add_argument("--backend", default="local", help="label written into the result line")
     p.add_argument("--synthetic", action="store_true", help="label the result synthetic")
     return p.parse_args(argv)
@@ -577,6 +661,11 @@ def main(argv=None) -> int:
     result = {"ok": False, "stage": "harness", "error": None, "correct": None, "rel_l2": {},
               "candidate": None, "champion": None, "roofline": None, "mode": args.mode,
               "backend": args.backend, "synthetic": bool(args.synthetic), "device": None}
+    prof = None
+    if args.profile:   # where the checker's own seconds go (main thread only)
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
     try:
         with open(args.spec) as f:
             timing = json.load(f).get("timing", {})
@@ -594,6 +683,10 @@ def main(argv=None) -> int:
             result["correct"] = None
     result["wall_s"] = time.monotonic() - t0
     _phase(result, "end")
+    if prof is not None:
+        import pstats
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
     _audit_armed[0] = False
     if not emit_line(result_fd, result):
         return 3

@@ -93,3 +93,60 @@ def test_candidate_cannot_forge_the_result_line(tmp_path):
 def test_sys_exit_in_candidate_still_reports(tmp_path):
     r, _ = run_checker(tmp_path, "import sys\nsys.exit(0)\n" + BASE)
     assert not r["ok"] and "SystemExit" in r["error"]
+
+
+def test_prewarm_overlaps_calls_and_swallows_errors():
+    """The GPU path's prewarm: one thread per shape, all at once (Triton compiles overlap), errors
+    left for the checked calls that follow. Sleeps stand in for compiles (they release the GIL)."""
+    import threading
+    import time
+
+    from checker.check import prewarm
+    seen = []
+
+    def fn(delay, fail):
+        seen.append(threading.get_ident())
+        time.sleep(delay)
+        if fail:
+            raise RuntimeError("compile error")
+    before = threading.active_count()
+    t0 = time.perf_counter()
+    r = prewarm(fn, [(0.4, False), (0.4, True), (0.4, False)])
+    wall = time.perf_counter() - t0
+    assert r["threads"] == 3 and r["errors"] == 1 and r["stuck"] == 0
+    assert len(set(seen)) == 3 and wall < 1.0            # 3 x 0.4 s ran side by side, not 1.2 s
+    assert threading.active_count() == before            # nothing left running
+
+
+def test_prewarm_reports_a_call_that_never_returns():
+    import threading
+    import time
+
+    from checker.check import prewarm
+    stop = threading.Event()
+    r = prewarm(lambda: stop.wait(5), [(), ()], timeout_s=0.2)
+    stop.set()
+    assert r["stuck"] == 2
+    time.sleep(0.05)
+
+
+def test_interpret_mode_has_no_prewarm(tmp_path):
+    r, _ = run_checker(tmp_path, BASE)
+    assert r["ok"] and "prewarm" not in r and "prewarm" not in r["phase_s"]
+
+
+def test_op_recorder_does_not_import_dynamo():
+    """torch wraps a TorchDispatchMode's __torch_dispatch__ in torch._disable_dynamo unless the
+    mode opts out; its first call imports torch._dynamo (seconds per candidate, measured on the
+    H200). The recorder opts out; a fresh process shows it."""
+    code = ("import sys, torch\nfrom checker.check import aten_recorder\n"
+            "with aten_recorder(torch) as r:\n    torch.empty(3)\n"
+            "print(sorted(r.ops), 'torch._dynamo' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.stdout.split() == ["['empty']", "False"], p.stdout + p.stderr
+
+
+def test_profile_flag_prints_a_profile(tmp_path):
+    r, p = run_checker(tmp_path, BASE, extra=("--profile",))
+    assert r["ok"] and "cumulative" in p.stderr and "function calls" in p.stderr
+    assert {"import_triton", "correctness_rest"} <= set(r["phase_s"])

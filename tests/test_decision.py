@@ -71,3 +71,7 @@ def test_stop_rules():
     assert stop_reason(5, 30, 4, 0) is None          # patience 0 = off
     assert stop_reason(5, 30, 0, 0, exhausted=True) == "search space exhausted"
     assert stop_reason(5, 30, 0, 0, fatal="401") == "stopped: 401"
+    assert stop_reason(5, 30, 0, 0, elapsed_s=600.0, max_s=600.0) == "time budget reached (10 min)"
+    assert stop_reason(5, 30, 0, 0, elapsed_s=599.0, max_s=600.0) is None
+    assert stop_reason(5, 30, 0, 0, elapsed_s=1e9) is None          # no budget set
+    assert stop_reason(30, 30, 0, 0, elapsed_s=700.0, max_s=600.0) == "iteration budget reached (30)"

@@ -168,3 +168,16 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert evs[:len(before)] == before and kept
     p2 = run_cli(["--resume", str(log.parent)], timeout=60)
     assert p2.returncode == 2 and "already finished" in p2.stderr
+
+
+def test_time_budget_stops_between_iterations(tmp_path):
+    # 0.001 min is spent by the baseline job alone: no iteration starts, the run still ends cleanly.
+    p = run_cli(["--spec", "specs/matmul.yaml", "--iterations", "30", "--max-minutes", "0.001",
+                 "--out", str(tmp_path)])
+    assert p.returncode == 0, p.stderr
+    ev = read_events(only_run(tmp_path) / "run.jsonl")
+    end = [e for e in ev if e["event"] == "run_end"][-1]
+    assert end["stop_reason"] == "time budget reached (0.001 min)" and end["iterations_done"] == 0
+    assert ev[0]["max_minutes"] == 0.001
+    bad = run_cli(["--spec", "specs/matmul.yaml", "--max-minutes", "0"], timeout=60)
+    assert bad.returncode == 2 and "--max-minutes must be > 0" in bad.stderr

@@ -69,3 +69,36 @@ def test_replace_config_roundtrip():
     new = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
     code = replace_config(BASE, new)
     assert read_config(code) == new and len(code.splitlines()) == len(BASE.splitlines())
+
+
+def test_initial_samples_spread_over_every_parameter():
+    import random
+
+    from tuner import latin_hypercube
+    for seed in range(20):
+        samples = latin_hypercube(SPEC.search_space, 4, random.Random(seed))
+        assert len(samples) == 4
+        for p, vals in {**SPEC.search_space, "wide": list(range(10))}.items():
+            if p == "wide":
+                samples = latin_hypercube({"wide": vals}, 4, random.Random(seed))
+            idx = sorted(vals.index(s[p]) for s in samples)
+            if len(vals) <= 4:     # every value tried
+                assert set(idx) == set(range(len(vals))), (p, idx)
+            else:                  # one sample per quarter of the list: covered end to end
+                q = -(-len(vals) // 4)
+                assert len(set(idx)) == 4 and idx[0] < q and idx[-1] >= len(vals) - q, (p, idx)
+
+
+def test_first_proposals_are_the_initial_samples_then_local_moves():
+    t, props = drive(seed=3, steps=8, promote_every=100)
+    notes = [p.note for p in props]
+    assert [("initial spread sample" in n) for n in notes[:4]] == [True] * 4
+    assert "1/4" in notes[0] and "4/4" in notes[3]
+    assert not any("initial spread sample" in n for n in notes[4:])
+    # A resumed tuner (same seed, history marked tried) does not re-propose them.
+    t2 = Tuner(SPEC.search_space, seed=3)
+    for p in props:
+        t2.mark_tried(read_config(p.code))
+    cfg, note = t2.next_config(read_config(BASE), False)
+    assert "initial spread sample" not in note and tuple(sorted(cfg.items())) not in {
+        tuple(sorted(read_config(p.code).items())) for p in props}
