@@ -26,13 +26,14 @@ ROWS = [{"M": 2, "N": 1}, {"M": 3, "N": 100}]
 VARIANTS = {
     "softmax": [("default", {}), ("long_rows", FORCE_LONG)],
     "rmsnorm": [("default", {}), ("long_rows", FORCE_LONG)],
+    "layernorm": [("default", {}), ("long_rows", FORCE_LONG)],
     "matmul": [("default", {}), ("small_tiles", SMALL_TILES),
                ("fallback", {"USE_TMA": False}), ("small_tiles_fallback", {**SMALL_TILES, "USE_TMA": False})],
 }
 # The spec's matmul check shapes have 16-byte-aligned row strides only at 64x64x64; these add
 # aligned (TMA) shapes with partial tiles: 130x72x104, and 300 rows = 10 tiles of 32 (GROUP_M=4
 # leaves a partial group of 2) with K=24 < BLOCK_K.
-EXTRA_SHAPES = {"softmax": ROWS, "rmsnorm": ROWS,
+EXTRA_SHAPES = {"softmax": ROWS, "rmsnorm": ROWS, "layernorm": ROWS,
                 "matmul": [{"M": 130, "N": 72, "K": 104}, {"M": 300, "N": 40, "K": 24}]}
 CASES = [(p, name, over) for p in HAND for name, over in VARIANTS.get(p.stem, [])]
 
