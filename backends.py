@@ -89,6 +89,28 @@ class Backend:
         raise NotImplementedError
 
 
+def pycache_env(package_dir: Path | None = None) -> dict:
+    """PYTHONPYCACHEPREFIX for checker children when torch's own __pycache__ cannot be written.
+
+    Why: on a read-only install (containers, shared images) every checker process recompiles
+    torch's Python sources to bytecode: about 2 s of each candidate on the H200 here. A writable
+    prefix lets the first child cache that bytecode for the rest. Left alone when the user set
+    PYTHONPYCACHEPREFIX or when the install keeps its own bytecode."""
+    if os.environ.get("PYTHONPYCACHEPREFIX"):
+        return {}
+    if package_dir is None:
+        try:
+            import torch
+        except ImportError:
+            return {}
+        package_dir = Path(torch.__file__).parent
+    cache = package_dir / "__pycache__"
+    if os.access(cache if cache.exists() else package_dir, os.W_OK):
+        return {}
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return {"PYTHONPYCACHEPREFIX": str(base / "kernloop" / "pycache")}
+
+
 class LocalBackend(Backend):
     """The checker in a child process on this machine's GPU."""
     name = "local"
@@ -98,13 +120,14 @@ class LocalBackend(Backend):
         self.device = device
         self.timeout_s = timeout_s or _env_float("KERNLOOP_CHECK_TIMEOUT_S", 300.0)
         self.extra_args = tuple(extra_args)   # checker flags, for benchmarks (e.g. --no-prewarm)
+        self.env_extra = pycache_env()
 
     def evaluate(self, spec, candidate, champion, workdir):
         f = stage_job(spec, Path(candidate), Path(champion), Path(workdir))
         cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate",
                str(f["candidate"]), "--champion", str(f["champion"]), "--mode", "gpu",
                "--backend", self.name, *self.extra_args]
-        out = run_child(cmd, self.timeout_s, cwd=str(workdir))
+        out = run_child(cmd, self.timeout_s, cwd=str(workdir), env_extra=self.env_extra)
         return parse_child(out, self.name, False, Path(workdir) / "checker.log")
 
 

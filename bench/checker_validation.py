@@ -246,7 +246,9 @@ def cost(spec_path, candidate_cfg) -> dict:
     cand.write_text(replace_config(spec.baseline.read_text(), candidate_cfg))
     t0 = time.monotonic()
     subprocess.run([sys.executable, "-c", "import torch, triton"], check=True)
-    out = {"python_import_torch_triton_s": round(time.monotonic() - t0, 3)}
+    out = {"python_import_torch_triton_s": round(time.monotonic() - t0, 3),
+           "env_extra": LocalBackend(device="local").env_extra,
+           "dont_write_bytecode_env": os.environ.get("PYTHONDONTWRITEBYTECODE")}
     caches = {"prewarm": tempfile.mkdtemp(), "serial": tempfile.mkdtemp()}
     plan = [("champion_only_prewarm", "prewarm", spec.baseline, ()),
             ("champion_only_serial", "serial", spec.baseline, ("--no-prewarm",)),
@@ -411,7 +413,8 @@ def summary(res):
             print(f"{k:<15} {r['promotions']}/{r['n']} promoted, gain median {r['gain_median']:+.2%} [{r['gain_min']:+.2%}, {r['gain_max']:+.2%}]")
     cm = res.get("cost_matmul", {})
     if "python_import_torch_triton_s" in cm:
-        print(f"cost: python -c 'import torch, triton' {cm['python_import_torch_triton_s']:.2f} s")
+        print(f"cost: python -c 'import torch, triton' {cm['python_import_torch_triton_s']:.2f} s; "
+              f"checker env {cm.get('env_extra')}; PYTHONDONTWRITEBYTECODE={cm.get('dont_write_bytecode_env')}")
     for lab in ("champion_only_prewarm", "champion_only_serial", "cold_prewarm", "cold_serial", "warm"):
         if lab in cm:
             ph = cm[lab].get("phase_s") or {}
