@@ -151,7 +151,10 @@ class State:
         d = ev.get("decision") or {}
         self.last_promoted = bool(d.get("promoted"))
         if tuner is not None and ev.get("candidate_config"):
+            # Live and on --resume alike: every evaluated config, and what became of it (the
+            # tuner stops proposing configs bigger than one that ran out of shared memory).
             tuner.mark_tried(ev["candidate_config"])
+            tuner.observe(ev["candidate_config"], d.get("verdict"), d.get("reason"))
         if d.get("promoted"):
             self.champion_id, self.champion_file = ev["candidate_id"], ev["candidate_file"]
             self.champion_profile = self.profile_from(ev.get("result") or {})

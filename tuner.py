@@ -7,6 +7,12 @@ momentum (a move that just won is tried again), paired moves (tile size together
 stages, since one without the other often loses), and seeded random jumps to leave local optima.
 It never proposes a config it has tried before and is deterministic for a given seed.
 It does not read research notes: it only changes numbers inside the search space.
+
+It learns from "out of resource" failures (Tuner.observe). By Triton convention the numeric
+search-space parameters named BLOCK* (tile sizes) or num_stages (pipeline depth) set a config's
+shared memory, which grows with each of them; num_warps, GROUP_M and the rest do not. So once a
+config runs out, any config at least as large in every such parameter the two share would run out
+too, and is skipped unproposed: Triton rejects it only after a full compile, which can take minutes.
 """
 from __future__ import annotations
 
@@ -19,6 +25,27 @@ from proposer import Proposal, ProposalContext
 
 JUMP_PROB = 0.15
 INITIAL_SAMPLES = 4   # of ~15-30 candidates per run: enough to land near a good basin
+OUT_OF_RESOURCE = "out of resource"   # Triton's OutOfResources text, matched case-insensitively
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def resource_params(space: dict) -> list[str]:
+    """The parameters that set shared memory by Triton convention (module docstring). Only
+    all-numeric ones: the rule compares sizes."""
+    return [p for p, vals in space.items()
+            if (p.startswith("BLOCK") or p == "num_stages") and vals and all(map(_is_num, vals))]
+
+
+def needs_at_least(cand: dict, failed: dict, params) -> bool:
+    """True when cand is >= failed in every resource parameter both set, so it needs at least
+    failed's shared memory. No such parameter in common, or a non-number, proves nothing."""
+    shared = [p for p in params if p in cand and p in failed]
+    if not shared or not all(_is_num(cand[p]) and _is_num(failed[p]) for p in shared):
+        return False
+    return all(cand[p] >= failed[p] for p in shared)
 
 
 def latin_hypercube(space: dict, n: int, rng: random.Random) -> list[dict]:
@@ -74,12 +101,41 @@ class Tuner:
         self.last_move: tuple | None = None      # ((param, step), ...) of the last proposal
         self.last_parent: tuple | None = None
         self.exhausted = False
+        self.resource = resource_params(self.space)
+        self.infeasible: list[dict] = []   # resource params of configs that ran out (observe)
+        self.skipped = 0                   # dominated configs passed over for the current proposal
 
     def describe(self) -> dict:
         return {"proposer": "tuner", "model": None, "endpoint_host": None}
 
     def mark_tried(self, cfg: dict) -> None:
         self.tried.add(_key(cfg))
+
+    def observe(self, cfg: dict, verdict: str, reason: str) -> None:
+        """Learn from one evaluated candidate (live, or replayed on --resume): a config that ran
+        out of resources is remembered, so configs that need at least as much are never proposed."""
+        if verdict == "promoted" or OUT_OF_RESOURCE not in (reason or "").lower():
+            return   # only a resource failure teaches this rule; a promoted config plainly fit
+        small = {p: cfg[p] for p in self.resource if p in cfg}
+        # Already covered by a smaller failure: the list stays minimal, so checks stay cheap.
+        if small and self.dominated(small) is None:
+            self.infeasible = [f for f in self.infeasible
+                               if not needs_at_least(f, small, self.resource)] + [small]
+
+    def dominated(self, cfg: dict) -> dict | None:
+        """The remembered failure that cfg needs at least the resources of, or None."""
+        return next((f for f in self.infeasible if needs_at_least(cfg, f, self.resource)), None)
+
+    def _fresh(self, cand: dict | None) -> bool:
+        """cand may be proposed: untried and not dominated. A dominated one is marked tried, so
+        it is counted (for the note) once and never looked at again."""
+        if cand is None or _key(cand) in self.tried:
+            return False
+        if self.dominated(cand) is not None:
+            self.mark_tried(cand)
+            self.skipped += 1
+            return False
+        return True
 
     def _step(self, cfg: dict, moves) -> dict | None:
         new = dict(cfg)
@@ -105,6 +161,15 @@ class Tuner:
         return f"{changes} ({why})"
 
     def next_config(self, champion_cfg: dict, last_promoted: bool) -> tuple[dict | None, str]:
+        self.skipped = 0
+        cand, note = self._next_config(champion_cfg, last_promoted)
+        if self.skipped:   # say why the search passed over configs; one line
+            s = "s" if self.skipped != 1 else ""
+            note += (f" (skipped {self.skipped} config{s} that need at least the shared memory"
+                     f" of a config that ran out)")
+        return cand, note
+
+    def _next_config(self, champion_cfg: dict, last_promoted: bool) -> tuple[dict | None, str]:
         base = {k: champion_cfg.get(k) for k in champion_cfg}
         self.mark_tried(base)
         # 0. The initial spread-out samples, before any local move.
@@ -112,13 +177,13 @@ class Tuner:
             k = self.initial_n - len(self.initial) + 1
             cand = dict(base)
             cand.update(self.initial.pop(0))
-            if _key(cand) not in self.tried:
+            if self._fresh(cand):
                 self.last_move = None
                 return cand, self._describe_move(base, cand, f"initial spread sample {k}/{self.initial_n}")
         # 1. Momentum: the last move just won, so push further the same way.
         if last_promoted and self.last_move:
             cand = self._step(base, self.last_move)
-            if cand and _key(cand) not in self.tried:
+            if self._fresh(cand):
                 return cand, self._describe_move(base, cand, "repeat the move that just won")
         # 2. Occasional seeded random jump, so one basin cannot trap the search.
         if self.rng.random() < JUMP_PROB:
@@ -135,7 +200,7 @@ class Tuner:
         for moves, why in [(ups, "one step up"), (pairs, "paired step"), (downs, "one step down")]:
             for m in moves:
                 cand = self._step(base, m)
-                if cand and _key(cand) not in self.tried:
+                if self._fresh(cand):
                     self.last_move = m
                     return cand, self._describe_move(base, cand, why)
         cand = self._random_untried(base)
@@ -148,7 +213,7 @@ class Tuner:
         for _ in range(200):
             cand = dict(base)
             cand.update({k: self.rng.choice(v) for k, v in self.space.items()})
-            if _key(cand) not in self.tried:
+            if self._fresh(cand):
                 return cand
         return None
 

@@ -102,3 +102,116 @@ def test_first_proposals_are_the_initial_samples_then_local_moves():
     cfg, note = t2.next_config(read_config(BASE), False)
     assert "initial spread sample" not in note and tuple(sorted(cfg.items())) not in {
         tuple(sorted(read_config(p.code).items())) for p in props}
+
+
+# ---------------------------------------------------------------- learning from "out of resource"
+
+H200_SMEM = 232448   # bytes per block on an H200, as Triton reports it
+OOR = "OutOfResources: out of resource: shared memory, Required: {}, Hardware limit: 232448."
+
+
+def smem(c):
+    """Shared memory of a pipelined matmul tile: stages copies of the A and B tiles, bf16."""
+    return c["num_stages"] * (c["BLOCK_M"] * c["BLOCK_K"] + c["BLOCK_K"] * c["BLOCK_N"]) * 2
+
+
+def outcome(c, champ_ms):
+    """(verdict, reason, ms) as the loop would see them: the smem oracle, then the perf model."""
+    import perfmodel
+    if smem(c) > H200_SMEM:
+        return "failed", "candidate raised on shape 4096x4096x4096: " + OOR.format(smem(c)), None
+    ms = perfmodel.matmul_time({"M": 4096, "N": 4096, "K": 4096}, c)
+    return ("promoted" if ms < champ_ms * 0.98 else "rejected"), "modeled", ms
+
+
+def simulate(seed, steps, learn, tuner=None, history=()):
+    """Drive the tuner like the loop: evaluate each proposal, promote a 2% win, observe the
+    outcome when `learn`. Returns (tuner, [(config, verdict, note)])."""
+    import perfmodel
+    t = tuner or Tuner(SPEC.search_space, seed=seed)
+    champ = BASE
+    champ_ms = perfmodel.matmul_time({"M": 4096, "N": 4096, "K": 4096}, read_config(BASE))
+    promoted, out = False, []
+    for i in range(1, steps + 1):
+        p = t.propose(ProposalContext(spec=SPEC, iteration=i, champion_code=champ, champion_id="x",
+                                      champion_profile={}, last_promoted=promoted))
+        if p.code is None:
+            break
+        c = read_config(p.code)
+        verdict, reason, ms = outcome(c, champ_ms)
+        promoted = verdict == "promoted"
+        if promoted:
+            champ, champ_ms = p.code, ms
+        if learn:
+            t.observe(c, verdict, reason)
+        out.append((c, verdict, p.note))
+    return t, out
+
+
+def test_dominance_rule():
+    from tuner import needs_at_least, resource_params
+    assert resource_params(SPEC.search_space) == ["BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"]
+    t = Tuner(SPEC.search_space, seed=0)
+    # The H200 run: it0006 ran out; it0016 (bigger in stages only, other warps/GROUP_M) compiled
+    # for 114 s before failing the same way. It is skipped now.
+    it6 = dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=64, GROUP_M=16, num_warps=8, num_stages=4)
+    it16 = dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=64, GROUP_M=4, num_warps=4, num_stages=5)
+    assert t.dominated(it16) is None
+    t.observe(it6, "rejected", "timing noise")           # not a resource failure: nothing learned
+    t.observe(it6, "failed", "shape mismatch")
+    assert t.dominated(it16) is None and t.infeasible == []
+    t.observe(it6, "failed", OOR.format(262144).upper())  # case-insensitive
+    assert t.dominated(it16) and t.dominated(it6)         # bigger-or-equal, and equal
+    assert t.dominated({**it6, "num_warps": 4, "GROUP_M": 1})   # warps/GROUP_M play no part
+    for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"):   # smaller in any one: kept
+        assert t.dominated({**it16, p: it6[p] // 2}) is None, p
+    # Parameters outside the resource set, or absent from one side, are ignored.
+    assert needs_at_least({"BLOCK_M": 256, "x": 1}, {"BLOCK_M": 256, "x": 9}, ["BLOCK_M"])
+    assert not needs_at_least({"num_warps": 8}, {"num_warps": 4}, ["BLOCK_M"])   # nothing shared
+    # A smaller failure replaces the bigger ones it covers; a promoted config is never infeasible.
+    t.observe(dict(it6, BLOCK_M=128), "failed", OOR.format(196608))
+    assert t.infeasible == [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_stages=4)]
+    t.observe(dict(it6, BLOCK_M=32, BLOCK_N=32), "promoted", "out of resource (sic)")
+    assert len(t.infeasible) == 1
+
+
+def test_observing_failures_wastes_fewer_compiles():
+    """Matmul space, H200 shared-memory oracle: fewer proposals run out when the tuner observes,
+    on every seed, and none needs at least the memory of a config that already ran out."""
+    skipped_note = False
+    for seed in range(6):
+        _, blind = simulate(seed, 30, learn=False)
+        _, learned = simulate(seed, 30, learn=True)
+        fails = lambda run: sum(v == "failed" for _, v, _ in run)
+        assert fails(learned) < fails(blind), (seed, fails(learned), fails(blind))
+        failed = []
+        for c, verdict, note in learned:
+            assert not any(all(c[p] >= f[p] for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"))
+                           for f in failed), (seed, c)
+            assert "\n" not in note
+            skipped_note |= "skipped" in note and "ran out" in note
+            if verdict == "failed":
+                failed.append(c)
+    assert skipped_note
+
+
+def test_resumed_tuner_keeps_what_it_learned():
+    """--resume rebuilds the tuner from run.jsonl through State.apply (mark_tried + observe):
+    the fresh tuner proposes nothing that needs the memory of a config that ran out."""
+    from orchestrator import State
+    _, first = simulate(4, 12, learn=True)
+    failed = [c for c, v, _ in first if v == "failed"]
+    assert failed
+    events = [{"event": "iteration", "iteration": i, "candidate_config": c,
+               "candidate_id": f"it{i:04d}", "candidate_file": f"candidates/it{i:04d}.py",
+               "decision": {"verdict": v, "promoted": v == "promoted",
+                            "reason": OOR.format(smem(c)) if v == "failed" else "modeled"}}
+              for i, (c, v, _) in enumerate(first, 1)]
+    t2 = Tuner(SPEC.search_space, seed=4 + len(events))
+    State().replay(events, t2)
+    assert len(t2.infeasible) >= 1
+    _, rest = simulate(4, 30, learn=True, tuner=t2)
+    for c, _, _ in rest:
+        assert not any(all(c[p] >= f[p] for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"))
+                       for f in failed), c
+        assert c not in [fc for fc, _, _ in first]
