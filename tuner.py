@@ -164,9 +164,8 @@ class Tuner:
         self.skipped = 0
         cand, note = self._next_config(champion_cfg, last_promoted)
         if self.skipped:   # say why the search passed over configs; one line
-            s = "s" if self.skipped != 1 else ""
-            note += (f" (skipped {self.skipped} config{s} that need at least the shared memory"
-                     f" of a config that ran out)")
+            what = "1 config that needs" if self.skipped == 1 else f"{self.skipped} configs that need"
+            note += f" (skipped {what} at least the shared memory of a config that ran out)"
         return cand, note
 
     def _next_config(self, champion_cfg: dict, last_promoted: bool) -> tuple[dict | None, str]:

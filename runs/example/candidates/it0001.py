@@ -1,10 +1,10 @@
-# NOTE: tuner: BLOCK_N 32->64 (one step up)
+# NOTE: tuner: BLOCK_M 32->128, GROUP_M 1->4, num_stages 2->5 (initial spread sample 1/4)
 """A naive Triton matmul, as a user writes it first: correct on any shape, slow."""
 import torch
 import triton
 import triton.language as tl
 
-CONFIG = dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=32, GROUP_M=1, num_warps=4, num_stages=2)
+CONFIG = dict(BLOCK_M=128, BLOCK_N=32, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=5)
 
 
 @triton.jit

@@ -1,10 +1,10 @@
-# NOTE: tuner: BLOCK_N 64->128 (repeat the move that just won)
+# NOTE: tuner: BLOCK_M 128->32, BLOCK_N 32->64, BLOCK_K 32->128, GROUP_M 4->1, num_stages 5->3 (initial spread sample 2/4)
 """A naive Triton matmul, as a user writes it first: correct on any shape, slow."""
 import torch
 import triton
 import triton.language as tl
 
-CONFIG = dict(BLOCK_M=32, BLOCK_N=128, BLOCK_K=32, GROUP_M=1, num_warps=4, num_stages=2)
+CONFIG = dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=3)
 
 
 @triton.jit

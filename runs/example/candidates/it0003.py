@@ -1,10 +1,10 @@
-# NOTE: tuner: BLOCK_N 128->256 (repeat the move that just won)
+# NOTE: tuner: BLOCK_M 128->64, BLOCK_N 32->256, BLOCK_K 32->64, GROUP_M 4->16, num_warps 4->8, num_stages 5->4 (initial spread sample 3/4)
 """A naive Triton matmul, as a user writes it first: correct on any shape, slow."""
 import torch
 import triton
 import triton.language as tl
 
-CONFIG = dict(BLOCK_M=32, BLOCK_N=256, BLOCK_K=32, GROUP_M=1, num_warps=4, num_stages=2)
+CONFIG = dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, GROUP_M=16, num_warps=8, num_stages=4)
 
 
 @triton.jit

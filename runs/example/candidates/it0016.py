@@ -1,10 +1,10 @@
-# NOTE: tuner: num_stages 4->5 (repeat the move that just won)
+# NOTE: tuner: BLOCK_M 128->64, BLOCK_K 64->128, num_stages 5->4 (random jump, p=0.15) (skipped 1 config that needs at least the shared memory of a config that ran out)
 """A naive Triton matmul, as a user writes it first: correct on any shape, slow."""
 import torch
 import triton
 import triton.language as tl
 
-CONFIG = dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, GROUP_M=4, num_warps=8, num_stages=5)
+CONFIG = dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=128, GROUP_M=16, num_warps=8, num_stages=4)
 
 
 @triton.jit
