@@ -8,6 +8,7 @@ means the harness itself broke.
 
   python checker/check.py --spec spec.json --candidate cand.py --champion champ.py
          [--mode gpu|interpret] [--no-timing] [--flush read|rotate|zero|none] [--draws 3]
+         [--settle-us 200] [--no-prewarm] [--profile]
 
 --mode interpret runs the Triton interpreter on the CPU, on the spec's check_shapes, with bf16
 replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), and never times.
