@@ -24,6 +24,10 @@ SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
                     "correctness by the Triton interpreter on the CPU)")
 
 
+class BackendError(Exception):
+    """A backend that cannot be built or configured here; the CLI prints it as one error line."""
+
+
 def _env_float(name: str, default: float) -> float:
     raw = os.environ.get(name)
     if raw in (None, ""):
@@ -31,7 +35,7 @@ def _env_float(name: str, default: float) -> float:
     try:
         return float(raw)
     except ValueError:
-        raise SystemExit(f"error: environment variable {name}={raw!r} is not a number") from None
+        raise BackendError(f"environment variable {name}={raw!r} is not a number") from None
 
 
 def failed_result(backend: str, synthetic: bool, stage: str, error: str, **meta) -> dict:
@@ -85,7 +89,9 @@ class Backend:
     def describe(self) -> dict:
         return {"backend": self.name, "device": self.device, "synthetic": self.synthetic}
 
-    def evaluate(self, spec, candidate: Path, champion: Path, workdir: Path) -> dict:
+    def evaluate(self, spec, candidate: Path, champion: Path, workdir: Path, configs: dict | None = None) -> dict:
+        """The checker's result for candidate vs champion. `configs` ({"candidate": CONFIG dict,
+        "champion": ...}, parsed once by the loop) spares a backend that needs them a re-parse."""
         raise NotImplementedError
 
 
@@ -125,7 +131,7 @@ class LocalBackend(Backend):
         self.extra_args = tuple(extra_args)   # checker flags, for benchmarks (e.g. --no-prewarm)
         self.env_extra = pycache_env()
 
-    def evaluate(self, spec, candidate, champion, workdir):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None):
         f = stage_job(spec, Path(candidate), Path(champion), Path(workdir))
         cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate",
                str(f["candidate"]), "--champion", str(f["champion"]), "--mode", "gpu",
@@ -151,7 +157,7 @@ class SyntheticBackend(Backend):
         rng = random.Random(f"{self.seed}:{self.jobs}:{tag}")
         return [mean_ms * (1.0 + rng.gauss(0.0, self.NOISE)) for _ in range(n)]
 
-    def evaluate(self, spec, candidate, champion, workdir):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None):
         from checker.check import roofline, summarize, ceilings_for
         self.jobs += 1
         f = stage_job(spec, Path(candidate), Path(champion), Path(workdir))
@@ -169,7 +175,7 @@ class SyntheticBackend(Backend):
         _, nbytes = spec.cost_of(shape)
         cfgs = {}
         for side, path in (("candidate", f["candidate"]), ("champion", f["champion"])):
-            cfg = read_config(path.read_text())
+            cfg = (configs or {}).get(side) or read_config(path.read_text())
             if cfg is None:
                 res.update(ok=False, stage="timing",
                            error=f"synthetic timing needs a CONFIG literal in the {side}")
@@ -205,27 +211,3 @@ def cuda_visible() -> tuple[bool, str]:
         return False, "no CUDA GPU visible to torch"
     except Exception as e:   # broken driver installs raise here
         return False, f"CUDA check failed: {e}"
-
-
-def make_backend(name: str, seed: int = 0) -> tuple[Backend, str]:
-    """Build the backend named on the command line; 'auto' picks local or synthetic and says why."""
-    if name == "auto":
-        ok, why = cuda_visible()
-        if ok:
-            name, reason = "local", f"auto: {why}, using the local backend"
-        else:
-            name, reason = "synthetic", f"auto: {why}, using the SYNTHETIC backend (timing modeled)"
-    else:
-        reason = f"backend chosen on the command line: {name}"
-    if name == "local":
-        ok, why = cuda_visible()
-        if not ok:
-            raise SystemExit(f"error: --backend local needs a CUDA GPU ({why}); "
-                             "use --backend synthetic or nebius")
-        return LocalBackend(device=why.split(": ", 1)[-1]), reason
-    if name == "synthetic":
-        return SyntheticBackend(seed=seed), reason
-    if name == "nebius":
-        from nebius_jobs import NebiusBackend
-        return NebiusBackend.from_env(), reason
-    raise SystemExit(f"error: unknown backend {name!r} (auto, local, synthetic, nebius)")

@@ -38,36 +38,50 @@ def decide(result: dict | None, min_gain: float = 0.02, sigma: float = 2.0,
     se = math.sqrt(sc * sc / nc + sb * sb / nb)
     delta = b - c
     significant = delta > sigma * se
-    rule.update({"cand_mean_ms": c, "champ_mean_ms": b, "gain": gain, "threshold_ms": threshold_ms,
+    speedup = b / c      # the candidate's speed as a multiple of the champion's (2.20x, 0.15x)
+    rule.update({"cand_mean_ms": c, "champ_mean_ms": b, "gain": gain, "speedup": speedup, "threshold_ms": threshold_ms,
                  "delta_ms": delta, "significance_ms": sigma * se, "significant": significant,
                  "n": min(nc, nb)})
     beats = c < threshold_ms
     if beats and (significant or not require_significance):
         return {"verdict": "promoted", "promoted": True,
-                "reason": f"{gain:+.1%} faster ({c:.4f} vs {b:.4f} ms), beats the {min_gain:.0%} bar "
+                "reason": f"{speedup:.2f}x the champion ({c:.4f} vs {b:.4f} ms), beats the {min_gain:.0%} bar "
                           f"and {sigma:g} sigma ({sigma * se:.4f} ms)", "rule": rule}
     if not beats:
-        why = (f"{gain:+.1%} vs champion ({c:.4f} vs {b:.4f} ms): does not beat the "
+        why = (f"{speedup:.2f}x the champion ({c:.4f} vs {b:.4f} ms): does not beat the "
                f"{min_gain:.0%} bar (needs < {threshold_ms:.4f} ms)")
     else:
-        why = (f"{gain:+.1%} faster but not significant: gap {delta:.4f} ms <= "
+        why = (f"{speedup:.2f}x the champion but not significant: gap {delta:.4f} ms <= "
                f"{sigma:g} sigma = {sigma * se:.4f} ms")
     return {"verdict": "rejected", "promoted": False, "reason": why, "rule": rule}
 
 
-def stop_reason(done: int, budget: int, since_promotion: int, patience: int,
-                exhausted: bool = False, fatal: str | None = None,
-                elapsed_s: float = 0.0, max_s: float | None = None) -> str | None:
-    """Why the loop stops now, or None to go on. patience 0 disables the no-progress rule;
-    max_s None disables the wall-clock budget (checked between iterations, never inside one)."""
+def speedup(base_ms, champ_ms) -> float | None:
+    """How many times faster the champion is than the baseline; None without both times."""
+    return base_ms / champ_ms if _finite(base_ms) and _finite(champ_ms) and base_ms > 0 and champ_ms > 0 \
+        else None
+
+
+def stop_rule(done: int, budget: int, since_promotion: int, patience: int,
+              exhausted: bool = False, fatal: str | None = None,
+              elapsed_s: float = 0.0, max_s: float | None = None) -> tuple[str, str] | None:
+    """Why the loop stops now, as (stopped, reason in words), or None to go on. `stopped` is a
+    key of trajectory.STOPPED. patience 0 disables the no-progress rule; max_s None disables the
+    wall-clock budget (checked between iterations, never inside one)."""
     if fatal:
-        return f"stopped: {fatal}"
+        return "fatal", f"stopped: {fatal}"
     if done >= budget:
-        return f"iteration budget reached ({budget})"
+        return "budget", f"iteration budget reached ({budget})"
     if max_s is not None and elapsed_s >= max_s:
-        return f"time budget reached ({max_s / 60:g} min)"
+        return "time", f"time budget reached ({max_s / 60:g} min)"
     if patience and since_promotion >= patience:
-        return f"no promotion in {patience} iterations"
+        return "patience", f"no promotion in {patience} iterations"
     if exhausted:
-        return "search space exhausted"
+        return "exhausted", "search space exhausted"
     return None
+
+
+def stop_reason(*args, **kwargs) -> str | None:
+    """stop_rule's reason in words alone."""
+    rule = stop_rule(*args, **kwargs)
+    return rule[1] if rule else None

@@ -1,8 +1,8 @@
 """NebiusBackend: run the checker as a Nebius AI Cloud Serverless Job through the `nebius` CLI.
 
 One candidate = one job. The checker, the resolved spec, the candidate, the champion and a tiny
-entry script are injected into the container with `--inject-file`; the container runs
-`python /kernloop/kernloop_entry.py`; KernLoop polls the job to a final state, reads its logs
+entry script (checker/nebius_entry.py) are injected into the container with `--inject-file`; the
+container runs `python /kernloop/kernloop_entry.py MODE`; KernLoop polls the job to a final state, reads its logs
 and finds the one KERNLOOP_RESULT line with the parser every backend shares (resultline.py).
 
 What the CLI is known to do (sources: Nebius' own agent skills, github.com/nebius/skills, the
@@ -11,7 +11,7 @@ published cookbook scripts). VERIFIED there:
   * `ai job create` flags: --name --image --platform --preset --container-command --args
     --inject-file LOCAL:/abs/container/path (repeatable, <= 64 KiB, read-only in the container)
     --parent-id --subnet-id --timeout (1h..168h, default 24h) --disk-size (e.g. 100Gi) --async;
-    `--args` is ONE string split on spaces, so we pass a single path and nothing else.
+    `--args` is ONE string split on spaces, so we pass a path and a mode word, neither with a space.
   * `ai job get --id <id> --format json` -> .status.state, one of PROVISIONING, STARTING,
     RUNNING, CANCELLING, DELETING, COMPLETED, FAILED, CANCELLED, ERROR (IMAGE_PULLING in newer
     APIs); .status.state_details {code, message}; .metadata.id is "aijob-...".
@@ -29,7 +29,6 @@ whether state strings may carry a "STATE_" prefix (we accept both).
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import shlex
@@ -37,117 +36,25 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from backends import Backend, failed_result, stage_job
-from resultline import MARKER, ResultLineError, parse_result_line
+from nebius_settings import NebiusSettings, settings_from_env
+from resultline import MARKER, ResultLineError, parse_result_line, strip_ansi
 
 MAX_INJECT_BYTES = 64 * 1024          # --inject-file limit (verified)
 CONTAINER_DIR = "/kernloop"           # absolute, as --inject-file requires
 ENTRY = "kernloop_entry.py"
+ENTRY_SOURCE = Path(__file__).resolve().parent / "checker" / "nebius_entry.py"
 FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "ERROR")
 # nebius.ai.v1.JobStatus.State numbers, in case a JSON printer ever emits the enum as an int.
 _STATE_BY_NUMBER = ("STATE_UNSPECIFIED", "PROVISIONING", "STARTING", "RUNNING", "CANCELLING",
                     "DELETING", "COMPLETED", "FAILED", "CANCELLED", "ERROR")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _JOB_ID = re.compile(r"\baijob-[a-z0-9]+\b")
 MAX_GET_FAILURES = 5                  # consecutive failed `get` calls before giving up
 
-ENV_VARS: dict[str, str] = {
-    "KERNLOOP_NEBIUS_CLI": "the nebius CLI to run, a name on PATH or a path (default: nebius)",
-    "KERNLOOP_NEBIUS_PROFILE": "CLI profile passed as --profile (default: the CLI's active profile)",
-    "KERNLOOP_NEBIUS_IMAGE": "container image with CUDA, PyTorch and Triton "
-                             "(default: pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel)",
-    "KERNLOOP_NEBIUS_PLATFORM": "--platform (default: gpu-h100-sxm; gpu-h200-sxm for an H200)",
-    "KERNLOOP_NEBIUS_PRESET": "--preset (default: 1gpu-16vcpu-200gb)",
-    "KERNLOOP_NEBIUS_PARENT_ID": "--parent-id, the project id (default: the profile's parent-id)",
-    "KERNLOOP_NEBIUS_SUBNET_ID": "--subnet-id (default: none; needed when the project has several subnets)",
-    "KERNLOOP_NEBIUS_JOB_TIMEOUT": "--timeout, Nebius' own limit on the job, 1h..168h (default: 1h); "
-                                   "it stops billing even if KernLoop dies",
-    "KERNLOOP_NEBIUS_DISK": "--disk-size (default: 100Gi; the image needs room)",
-    "KERNLOOP_NEBIUS_WAIT_S": "seconds KernLoop waits for one job, create to final state, before it "
-                              "cancels the job (default: 2400)",
-    "KERNLOOP_NEBIUS_POLL_S": "first interval between `ai job get` polls; it grows 1.5x a poll up to "
-                              "6x (default: 10)",
-    "KERNLOOP_NEBIUS_LOG_WAIT_S": "seconds to keep re-reading logs that are empty or lack the result "
-                                  "line after the job ended (default: 60)",
-    "KERNLOOP_NEBIUS_CLI_TIMEOUT_S": "limit on each single CLI call (default: 120)",
-    "KERNLOOP_NEBIUS_CHECK_MODE": "checker mode inside the job: gpu (default) or interpret (Triton "
-                                  "interpreter on the job's CPU, correctness only; for tests)",
-}
-
-
-# ---------------------------------------------------------------- settings
-
-@dataclass(frozen=True)
-class NebiusSettings:
-    cli: str = "nebius"
-    profile: str = ""
-    image: str = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel"
-    platform: str = "gpu-h100-sxm"
-    preset: str = "1gpu-16vcpu-200gb"
-    parent_id: str = ""
-    subnet_id: str = ""
-    job_timeout: str = "1h"
-    disk: str = "100Gi"
-    wait_s: float = 2400.0
-    poll_s: float = 10.0
-    log_wait_s: float = 60.0
-    cli_timeout_s: float = 120.0
-    check_mode: str = "gpu"
-    from_env_keys: frozenset = field(default_factory=frozenset)   # which fields the user set
-
-    # What a spec may set under `nebius:`; the environment still wins over the spec.
-    SPEC_KEYS = ("image", "platform", "preset", "parent_id", "subnet_id", "job_timeout", "disk")
-
-    def for_spec(self, spec) -> "NebiusSettings":
-        """Spec `nebius:` values fill what the environment left at its default (env wins)."""
-        extra = getattr(spec, "nebius", None) or {}
-        picked = {k: str(v) for k, v in extra.items()
-                  if k in self.SPEC_KEYS and k not in self.from_env_keys and v not in (None, "")}
-        return replace(self, **picked) if picked else self
-
-
-_STR_VARS = {"KERNLOOP_NEBIUS_CLI": "cli", "KERNLOOP_NEBIUS_PROFILE": "profile",
-             "KERNLOOP_NEBIUS_IMAGE": "image", "KERNLOOP_NEBIUS_PLATFORM": "platform",
-             "KERNLOOP_NEBIUS_PRESET": "preset", "KERNLOOP_NEBIUS_PARENT_ID": "parent_id",
-             "KERNLOOP_NEBIUS_SUBNET_ID": "subnet_id", "KERNLOOP_NEBIUS_JOB_TIMEOUT": "job_timeout",
-             "KERNLOOP_NEBIUS_DISK": "disk", "KERNLOOP_NEBIUS_CHECK_MODE": "check_mode"}
-_NUM_VARS = {"KERNLOOP_NEBIUS_WAIT_S": "wait_s", "KERNLOOP_NEBIUS_POLL_S": "poll_s",
-             "KERNLOOP_NEBIUS_LOG_WAIT_S": "log_wait_s",
-             "KERNLOOP_NEBIUS_CLI_TIMEOUT_S": "cli_timeout_s"}
-
-
-def settings_from_env(env=None) -> NebiusSettings:
-    """Read KERNLOOP_NEBIUS_*; a bad value stops KernLoop with one line naming the variable."""
-    env = os.environ if env is None else env
-    vals, keys = {}, set()
-    for var, attr in {**_STR_VARS, **_NUM_VARS}.items():
-        raw = (env.get(var) or "").strip()
-        if not raw:
-            continue
-        keys.add(attr)
-        if attr in _NUM_VARS.values():
-            try:
-                vals[attr] = float(raw)
-            except ValueError:
-                raise SystemExit(f"error: environment variable {var}={raw!r} is not a number") from None
-            if vals[attr] <= 0:
-                raise SystemExit(f"error: environment variable {var}={raw!r} must be > 0")
-        else:
-            vals[attr] = raw
-    if vals.get("check_mode", "gpu") not in ("gpu", "interpret"):
-        raise SystemExit(f"error: KERNLOOP_NEBIUS_CHECK_MODE={vals['check_mode']!r} "
-                         "(expected gpu or interpret)")
-    return NebiusSettings(**vals, from_env_keys=frozenset(keys))
-
-
 # ---------------------------------------------------------------- small pure helpers
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text or "")
-
 
 def normalize_state(raw) -> str:
     """'RUNNING', 'STATE_RUNNING', 3 -> 'RUNNING'; anything else -> upper-cased string."""
@@ -212,40 +119,9 @@ def classify_cli_error(text: str) -> tuple[str, str]:
     return "create rejected", ""
 
 
-ENTRY_TEMPLATE = '''\
-"""KernLoop job entry, written by nebius_jobs.py: run the injected checker on the injected files.
-Every path is next to this file, so nothing depends on how `--args` splits words."""
-import os
-import subprocess
-import sys
-import tempfile
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODE = {mode!r}
-
-
-def main():
-    p = lambda name: os.path.join(HERE, name)  # noqa: E731
-    cmd = [sys.executable, p("check.py"), "--spec", p("spec.json"), "--candidate", p("candidate.py"),
-           "--champion", p("champion.py"), "--mode", MODE, "--backend", "nebius"]
-    print("kernloop entry: python", sys.version.split()[0], "checker mode", MODE, file=sys.stderr,
-          flush=True)
-    # Injected files are read-only: run where writing is allowed, and write no bytecode.
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-    rc = subprocess.call(cmd, cwd=tempfile.gettempdir(), env=env)
-    if rc:
-        print("kernloop entry: checker exited with code", rc, file=sys.stderr, flush=True)
-    return rc
-
-
-sys.exit(main())
-'''
-
-
-def write_entry(workdir: Path, mode: str) -> Path:
-    path = Path(workdir) / ENTRY
-    path.write_text(ENTRY_TEMPLATE.format(mode=mode), encoding="utf-8")
-    return path
+def write_entry(workdir: Path) -> Path:
+    """The job's entry script (checker/nebius_entry.py), beside the other injected files."""
+    return Path(shutil.copyfile(ENTRY_SOURCE, Path(workdir) / ENTRY))
 
 
 # ---------------------------------------------------------------- the CLI
@@ -358,7 +234,7 @@ class NebiusBackend(Backend):
         args = ["ai", "job", "create", "--name", job.name, "--image", s.image,
                 "--platform", s.platform, "--preset", s.preset, "--timeout", s.job_timeout,
                 "--disk-size", s.disk, "--container-command", "python",
-                "--args", f"{CONTAINER_DIR}/{ENTRY}"]
+                "--args", f"{CONTAINER_DIR}/{ENTRY} {s.check_mode}"]   # two words, no spaces inside
         for flag, value in (("--parent-id", s.parent_id), ("--subnet-id", s.subnet_id)):
             if value:
                 args += [flag, value]
@@ -466,11 +342,11 @@ class NebiusBackend(Backend):
 
     # -- evaluate
 
-    def evaluate(self, spec, candidate, champion, workdir):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None):
         workdir = Path(workdir)
         job = _Job(self.settings.for_spec(spec), self.say)
         files = stage_job(spec, Path(candidate), Path(champion), workdir)
-        files["entry"] = write_entry(workdir, job.settings.check_mode)
+        files["entry"] = write_entry(workdir)
         try:
             result = self._run_job(job, spec, files, workdir)
         except CliMissing as e:

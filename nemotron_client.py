@@ -1,5 +1,6 @@
-"""Nemotron proposer: an OpenAI-compatible chat client under the code-only contract.
+"""Nemotron proposer: the OpenAI-compatible chat transport (config, retries, redaction) under the code-only contract.
 
+What the model is told lives in prompt.py, how its answer is read in extract.py.
 One proposal = build a bounded prompt (spec, champion code and profile, recent rejections,
 research notes, the contract) -> one chat completion (with our own bounded retries so every
 attempt is logged) -> extract exactly one Python file from the answer (reasoning stripped)
@@ -23,10 +24,7 @@ ProposalContext.last_parse_error.
 """
 from __future__ import annotations
 
-import ast
-import json
 import logging
-import math
 import os
 import random
 import re
@@ -35,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from extract import extract_code, note_from_code
+from prompt import build_prompt, messages_tokens, render_messages, repair_message
 from proposer import Proposal, ProposalContext
 
 try:   # imported lazily in effect: a tuner-only run must not need the package
@@ -49,12 +49,7 @@ DEFAULT_BASE_URL = "https://integrate.api.nvidia.com/v1"
 # chat_template_kwargs.enable_thinking.
 DEFAULT_MODEL = "nvidia/nemotron-3-super-120b-a12b"
 PLACEHOLDER_KEY = "not-needed"   # local servers (vLLM, Ollama) accept any bearer token
-CHARS_PER_TOKEN = 3.5            # rough: code and English average 3.5-4 chars a token
 BACKOFF_CAP_S = 60.0
-MAX_REJECTIONS = 8               # history bound before the token budget even applies
-REJECTION_REASON_CHARS = 600
-PARSE_ERROR_CHARS = 600
-NOTE_CHARS = 200
 
 ENV_VARS: dict[str, str] = {
     "KERNLOOP_LLM_BASE_URL": f"OpenAI-compatible endpoint (default {DEFAULT_BASE_URL}); e.g. "
@@ -82,26 +77,6 @@ ENV_VARS: dict[str, str] = {
         "and research notes are shortened to fit, never the contract or the code",
 }
 
-# The code-only contract, verbatim in every system prompt (never shortened).
-CONTRACT = """\
-CONTRACT (a candidate that breaks it is rejected before it runs):
-1. Answer with ONE complete Python file and nothing else: a single ```python fenced block,
-   or the bare file. No second code block, no diff, no "..." placeholders, no omitted parts.
-2. The first line of the file is a comment `# NOTE: <one line: what you changed and why>`.
-3. You MAY change: block sizes, num_warps, num_stages, split-K structure (and the tiling,
-   grouping and loop structure inside the Triton kernels). Keep the tunables in the
-   module-level CONFIG dict literal that the launcher reads.
-4. You MAY NOT: add host syncs (.item(), .cpu(), .tolist(), .numpy(),
-   torch.cuda.synchronize) or use streams and events; branch in Python on tensor values
-   (data-dependent branching); compute the operation with torch instead of a Triton kernel
-   (torch may only allocate); import anything beyond torch, triton and math; do I/O (print,
-   open), threads, subprocesses or environment access; add try/except fallbacks; keep
-   module-level state other than constants and CONFIG (no caches); change the entry
-   function's name or signature, its inputs, its output, or any dtype."""
-
-SYSTEM_ROLE = ("You are an expert GPU performance engineer who writes Triton kernels. "
-               "You improve a kernel file so that it runs faster on the same GPU while "
-               "staying numerically correct.")
 
 
 # ================================================================ configuration
@@ -185,274 +160,6 @@ def endpoint_host(base_url: str) -> str:
     parts = urlsplit(base_url)
     host = parts.hostname or "?"
     return f"{host}:{parts.port}" if parts.port else host
-
-
-# ================================================================ prompt
-
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-def messages_tokens(messages: list[dict]) -> int:
-    return sum(estimate_tokens(m["content"]) + 4 for m in messages)   # +4: role framing
-
-
-def _clip(text: str, limit: int, one_line: bool = False) -> str:
-    text = " ".join(str(text).split()) if one_line else str(text).strip()
-    return text if len(text) <= limit else text[: limit - 15].rstrip() + " …[truncated]"
-
-
-def _fmt_shape(shape: Any) -> str:
-    if isinstance(shape, Mapping):
-        return ", ".join(f"{k}={v}" for k, v in shape.items())
-    return str(shape)
-
-
-def _spec_section(spec: Any) -> str:
-    g = lambda name, default=None: getattr(spec, name, default)   # duck-typed spec.Spec
-    lines = [f"## Task: {g('name', '?')}"]
-    if g("description"):
-        lines.append(str(g("description")).strip())
-    lines.append(f"Entry function: `{g('entry', '?')}` (keep its name and signature).")
-    lines.append(f"Dtype: {g('dtype', '?')}. Correctness: rel-L2 error <= {g('tolerance', '?')} "
-                 "against a float32 reference, on every shape.")
-    inputs = g("inputs") or []
-    if inputs:
-        lines.append("Inputs, in order:")
-        for inp in inputs:
-            d = inp if isinstance(inp, Mapping) else vars(inp)
-            shape = d.get("shape", "?")
-            shape = f"[{', '.join(map(str, shape))}]" if isinstance(shape, (list, tuple)) else shape
-            lines.append(f"  - {d.get('name', '?')}: shape {shape}, "
-                         f"dtype {d.get('dtype', g('dtype', '?'))}")
-    shapes = list(g("shapes") or [])
-    if shapes:
-        lines.append(f"Timed shape: {_fmt_shape(shapes[0])}")
-        if len(shapes) > 1:
-            lines.append("Also checked for correctness (odd sizes must work, mask them): "
-                         + "; ".join(_fmt_shape(s) for s in shapes[1:]))
-    return "\n".join(lines)
-
-
-def _fmt_value(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, default=str, sort_keys=True)
-    return str(v)
-
-
-def _profile_section(champion_id: str, profile: Mapping) -> str:
-    lines = [f"## Champion `{champion_id}`: measured profile"]
-    timing = [f"{k[:-3]} {_fmt_value(profile[k])} ms"
-              for k in ("mean_ms", "min_ms", "median_ms", "std_ms") if profile.get(k) is not None]
-    if timing:
-        lines.append("Time: " + ", ".join(timing))
-    for key, label in (("roofline", "% of roofline"), ("rel_l2", "rel-L2 per shape")):
-        if profile.get(key) is not None:
-            lines.append(f"{label}: {_fmt_value(profile[key])}")
-    for k, v in profile.items():   # anything else the checker reported, as given
-        if k not in ("mean_ms", "min_ms", "median_ms", "std_ms", "roofline", "rel_l2"):
-            lines.append(f"{k}: {_fmt_value(v)}")
-    return "\n".join(lines)
-
-
-def _rejections_section(rejections: list[dict], omitted: int) -> str:
-    if not rejections and not omitted:
-        return ""
-    lines = ["## Recent rejected candidates (newest last): do not repeat these"]
-    if omitted:
-        lines.append(f"({omitted} older rejection(s) omitted)")
-    for r in rejections:
-        note = _clip(r.get("note") or "", NOTE_CHARS, one_line=True)
-        lines.append(f"- iteration {r.get('iteration', '?')} [{r.get('verdict', '?')}]"
-                     + (f" tried: {note}" if note else "")
-                     + f"\n  reason: {_clip(r.get('reason') or '?', REJECTION_REASON_CHARS)}")
-    return "\n".join(lines)
-
-
-def _system_message(reasoning_line: str | None) -> dict:
-    head = f"{reasoning_line}\n\n" if reasoning_line else ""
-    return {"role": "system", "content": f"{head}{SYSTEM_ROLE}\n\n{CONTRACT}"}
-
-
-def _user_message(ctx: ProposalContext, rejections: list[dict], omitted: int,
-                  notes: str | None) -> dict:
-    parts = [_spec_section(ctx.spec), _profile_section(ctx.champion_id, ctx.champion_profile or {})]
-    rej = _rejections_section(rejections, omitted)
-    if rej:
-        parts.append(rej)
-    if notes:
-        parts.append("## Research notes (may help; verify against the contract)\n" + notes.strip())
-    if ctx.last_parse_error:
-        parts.append("## Your previous answer could not be used\n"
-                     f"Reason: {_clip(ctx.last_parse_error, PARSE_ERROR_CHARS)}\n"
-                     "Follow the answer format in the contract exactly.")
-    parts.append(f"## Champion code (`{ctx.champion_id}`), the file to improve\n"
-                 f"```python\n{ctx.champion_code.rstrip()}\n```")
-    parts.append(f"## Your task (iteration {ctx.iteration})\n"
-                 "Write a faster version of this file, correct on every shape. Answer with the "
-                 "complete Python file only, starting with the `# NOTE:` line, as the contract "
-                 "says.")
-    return {"role": "user", "content": "\n\n".join(parts)}
-
-
-def build_prompt(ctx: ProposalContext, budget_tokens: int,
-                 reasoning_line: str | None = None) -> list[dict]:
-    """The chat messages for one proposal, within budget_tokens (estimated).
-
-    What shrinks to fit, in order: the oldest rejections, then the research notes (halved,
-    then dropped). The contract, the spec, the profile and the champion code are never cut;
-    if they alone exceed the budget the prompt goes out over budget (the caller logs it).
-    """
-    system = _system_message(reasoning_line)
-    rejections = list(ctx.rejections or [])[-MAX_REJECTIONS:]
-    omitted = len(ctx.rejections or []) - len(rejections)
-    notes = (ctx.research_notes or "").strip() or None
-
-    def render() -> list[dict]:
-        return [system, _user_message(ctx, rejections, omitted, notes)]
-
-    msgs = render()
-    while messages_tokens(msgs) > budget_tokens:
-        if rejections:
-            rejections.pop(0)     # history goes first, oldest first
-            omitted += 1
-        elif notes and len(notes) > 400:
-            notes = notes[: len(notes) // 2].rstrip() + "\n…[notes truncated to fit]"
-        elif notes:
-            notes = None
-        else:
-            break                 # only the untouchable parts remain
-        msgs = render()
-    return msgs
-
-
-def repair_message(reason: str) -> dict:
-    """The immediate follow-up after an unparseable answer."""
-    return {"role": "user", "content":
-            f"Your answer could not be used: {_clip(reason, PARSE_ERROR_CHARS)}\n"
-            "Reply again with ONE complete Python file and nothing else (a single ```python "
-            "block or the bare file), starting with the `# NOTE:` line. Follow the contract."}
-
-
-def render_messages(messages: list[dict]) -> str:
-    """Plain-text transcript of what was sent, for the file saved beside the candidate."""
-    return "\n\n".join(f"### {m['role']}\n{m['content']}" for m in messages) + "\n"
-
-
-# ================================================================ extraction
-
-_OPEN_FENCE = re.compile(r"^[ \t]{0,3}(`{3,})[ \t]*([A-Za-z0-9_+.-]*)[^`]*$")
-_CLOSE_FENCE = re.compile(r"^[ \t]{0,3}(`{3,})[ \t]*$")
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_PY_TAGS = ("", "python", "py", "python3")
-
-
-def _strip_think(content: str) -> tuple[str, bool]:
-    """Remove <think>…</think>; returns (answer, had_think)."""
-    text = _THINK_BLOCK.sub("", content)
-    had = text != content
-    low = text.lower()
-    # A chat template that opens <think> in the prompt leaves only the closing tag.
-    if "</think>" in low:
-        text = text[low.rfind("</think>") + len("</think>"):]
-        had = True
-    # An unclosed <think>: the answer never left the reasoning.
-    k = text.lower().find("<think>")
-    if k >= 0:
-        text = text[:k]
-        had = True
-    return text.strip(), had
-
-
-def _fenced_blocks(text: str) -> list[tuple[str, str, bool]]:
-    """(language tag, body, closed) for every ``` block, scanning line by line."""
-    blocks, lines, i = [], text.split("\n"), 0
-    while i < len(lines):
-        m = _OPEN_FENCE.match(lines[i])
-        i += 1
-        if not m:
-            continue
-        fence, lang, body, closed = m.group(1), m.group(2).lower(), [], False
-        while i < len(lines):
-            c = _CLOSE_FENCE.match(lines[i])
-            i += 1
-            if c and len(c.group(1)) >= len(fence):
-                closed = True
-                break
-            body.append(lines[i - 1])
-        blocks.append((lang, "\n".join(body), closed))
-    return blocks
-
-
-def _syntax_error(code: str) -> str | None:
-    try:
-        ast.parse(code)
-    except SyntaxError as e:
-        return f"SyntaxError at line {e.lineno}: {e.msg}"
-    except ValueError as e:   # e.g. null bytes
-        return f"not parseable Python: {e}"
-    return None
-
-
-def extract_code(content: str | None, reasoning: str | None,
-                 finish_reason: str | None) -> tuple[str | None, str | None]:
-    """(code, None) for a usable answer, else (None, reason). Pure.
-
-    Accepted: one fenced block (```python, ```py or untagged), prose around it tolerated; or
-    a bare file that parses. Reasoning (<think> blocks, reasoning_content) is never code.
-    """
-    if finish_reason == "length":
-        return None, ("the answer was cut off at the max_tokens limit (finish_reason=length) "
-                      "before the file was complete; answer with the file only, no explanation, "
-                      "and keep any reasoning short")
-    if finish_reason == "content_filter":
-        return None, "the answer was blocked by the server's content filter (finish_reason=content_filter)"
-    text, had_think = _strip_think(content or "")
-    if not text:
-        if had_think:
-            return None, "the answer held only reasoning (a <think> block) and no Python file"
-        if reasoning and reasoning.strip():
-            return None, (f"the answer was empty: only reasoning_content ({len(reasoning)} chars) "
-                          "came back; the Python file must be in the answer itself")
-        return None, "the answer was empty"
-    blocks = _fenced_blocks(text)
-    if len(blocks) > 1:
-        tags = ", ".join(lang or "untagged" for lang, _, _ in blocks)
-        return None, (f"the answer held {len(blocks)} fenced code blocks ({tags}); answer with "
-                      "exactly one complete Python file")
-    if blocks:
-        lang, code, closed = blocks[0]
-        if lang not in _PY_TAGS:
-            return None, f"the only fenced block is tagged '{lang}', not python"
-        if not closed and _syntax_error(code):
-            return None, "the code fence was never closed and the text after it is not valid Python"
-    else:
-        code = text
-    if not code.strip():
-        return None, "the code block was empty"
-    err = _syntax_error(code)
-    if err and not blocks:
-        return None, ("no code found: the answer has no ```python block and is not a valid bare "
-                      f"Python file ({err})")
-    if err:
-        return None, f"the fenced block is not valid Python: {err}"
-    return code.strip("\n") + "\n", None
-
-
-def note_from_code(code: str) -> str:
-    """The `# NOTE:` line the contract asks for, else the first comment, clipped to one line."""
-    comments = []
-    for line in code.splitlines()[:15]:
-        s = line.strip()
-        m = re.match(r"#\s*NOTE:\s*(.+)", s, re.I)
-        if m:
-            return _clip(m.group(1), NOTE_CHARS, one_line=True)
-        if s.startswith("#") and not s.startswith("#!") and "coding" not in s:
-            comments.append(s.lstrip("#").strip())
-    first = next((c for c in comments if c), None)
-    return _clip(first, NOTE_CHARS, one_line=True) if first else "nemotron proposal (no # NOTE line)"
 
 
 # ================================================================ the proposer

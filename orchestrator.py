@@ -17,10 +17,11 @@ from pathlib import Path
 
 import contract
 import decision
-from backends import Backend, make_backend
+from backends import Backend, BackendError
+from factories import make_backend
 from proposer import Proposal, ProposalContext
 from spec import Spec, SpecError, load_spec
-from trajectory import RunLog, read_events, repair_torn_tail
+from trajectory import RunLog, end_run, read_events, repair_torn_tail
 from tuner import Tuner
 
 REJECTIONS_KEPT = 8   # recent failures shown to the proposer
@@ -116,6 +117,7 @@ class State:
         self.done = 0
         self.champion_id = "baseline"
         self.champion_file = "baseline.py"
+        self.champion_config: dict | None = None   # parsed once, when the file was logged
         self.champion_profile: dict = {}
         self.baseline_mean = None
         self.rejections: list[dict] = []
@@ -126,6 +128,13 @@ class State:
         self.last_promoted = False
         self.baseline_done = False
         self.research_queries = 0
+
+    def end_fields(self) -> dict:
+        """run_end's fields that the state knows: trajectory.end_run(log, stopped, reason,
+        **state.end_fields(), duration_s=...) writes the event (an interrupt handler too)."""
+        return {"iterations_done": self.done, "champion_id": self.champion_id,
+                "champion_file": self.champion_file, "baseline_mean_ms": self.baseline_mean,
+                "champion_mean_ms": self.champion_profile.get("mean_ms")}
 
     def profile_from(self, result: dict, side: str = "candidate") -> dict:
         st = dict(result.get(side) or {})
@@ -138,6 +147,7 @@ class State:
             kind = ev.get("event")
             if kind == "baseline":
                 self.baseline_done = True
+                self.champion_config = ev.get("candidate_config")
                 self.champion_profile = self.profile_from(ev.get("result") or {})
                 self.baseline_mean = self.champion_profile.get("mean_ms")
             elif kind == "research":
@@ -157,6 +167,7 @@ class State:
             tuner.observe(ev["candidate_config"], d.get("verdict"), d.get("reason"))
         if d.get("promoted"):
             self.champion_id, self.champion_file = ev["candidate_id"], ev["candidate_file"]
+            self.champion_config = ev.get("candidate_config")
             self.champion_profile = self.profile_from(ev.get("result") or {})
             self.streak = self.since_promotion = 0
         else:
@@ -188,7 +199,8 @@ def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run
     ctx = ProposalContext(spec=spec, iteration=n, champion_code=champ_path.read_text(),
                           champion_id=st.champion_id, champion_profile=st.champion_profile,
                           rejections=list(st.rejections), research_notes=st.notes,
-                          last_parse_error=st.last_parse_error, last_promoted=st.last_promoted)
+                          last_parse_error=st.last_parse_error, last_promoted=st.last_promoted,
+                          champion_config=st.champion_config)
     t0 = time.monotonic()
     prop = proposer.propose(ctx)
     ev = {"iteration": n, "candidate_id": cid, "candidate_file": None, "parent_id": st.champion_id,
@@ -214,7 +226,8 @@ def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run
         ev["decision"] = {"verdict": "invalid", "promoted": False,
                           "reason": "contract: " + "; ".join(reasons[:5]), "rule": None}
         return ev, False
-    result = backend.evaluate(spec, run_dir / rel, champ_path, run_dir / "jobs" / cid)
+    result = backend.evaluate(spec, run_dir / rel, champ_path, run_dir / "jobs" / cid,
+                              configs={"candidate": ev["candidate_config"], "champion": st.champion_config})
     ev["result"] = result
     ev["decision"] = decision.decide(result, min_gain=min_gain, sigma=sigma)
     return ev, False
@@ -324,14 +337,16 @@ def loop(args) -> int:
     render_page(run_dir)
 
     if not st.baseline_done:
+        st.champion_config = contract.read_config((run_dir / "baseline.py").read_text())
         bres = backend.evaluate(spec, run_dir / "baseline.py", run_dir / "baseline.py",
-                                run_dir / "jobs" / "baseline")
-        log.append("baseline", candidate_id="baseline", candidate_file="baseline.py", result=bres)
+                                run_dir / "jobs" / "baseline",
+                                configs={"candidate": st.champion_config, "champion": st.champion_config})
+        log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
+                   candidate_config=st.champion_config, result=bres)
         render_page(run_dir)
         if not bres.get("ok"):
-            log.append("run_end", stop_reason=f"baseline failed: {bres.get('error')}",
-                       iterations_done=0, champion_id="baseline", baseline_mean_ms=None,
-                       champion_mean_ms=None, speedup=None, duration_s=time.monotonic() - t_start)
+            end_run(log, "baseline_failed", f"baseline failed: {bres.get('error')}", iterations_done=0,
+                    duration_s=time.monotonic() - t_start)
             render_page(run_dir)
             print(f"error: the spec's baseline does not pass the checker: {bres.get('error')}",
                   file=sys.stderr)
@@ -362,9 +377,10 @@ def loop(args) -> int:
     max_s = args.max_minutes * 60 if args.max_minutes else None
     while True:
         exhausted = bool(tuner and tuner.exhausted)
-        why = decision.stop_reason(st.done, budget, st.since_promotion, patience, exhausted, fatal,
-                                   elapsed_s=time.monotonic() - t_start, max_s=max_s)
-        if why:
+        stop = decision.stop_rule(st.done, budget, st.since_promotion, patience, exhausted, fatal,
+                                  elapsed_s=time.monotonic() - t_start, max_s=max_s)
+        if stop:
+            stopped, why = stop
             break
         n = st.done + 1
         ev, is_fatal = run_iteration(n, st, spec, proposer, backend, run_dir, min_gain, sigma)
@@ -374,6 +390,7 @@ def loop(args) -> int:
         else:
             ev["champion_id"] = st.champion_id
             ev["champion_mean_ms"] = st.champion_profile.get("mean_ms")
+        ev["speedup_vs_baseline"] = decision.speedup(st.baseline_mean, ev["champion_mean_ms"])
         log.append("iteration", **ev)
         st.apply(ev, tuner)
         say(status_line(ev, budget, backend.synthetic))
@@ -386,11 +403,7 @@ def loop(args) -> int:
 
     shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")
     champ_mean = st.champion_profile.get("mean_ms")
-    speedup = st.baseline_mean / champ_mean if st.baseline_mean and champ_mean else None
-    log.append("run_end", stop_reason=why, iterations_done=st.done, champion_id=st.champion_id,
-               champion_file=st.champion_file, baseline_mean_ms=st.baseline_mean,
-               champion_mean_ms=champ_mean, speedup=speedup,
-               duration_s=round(time.monotonic() - t_start, 2))
+    speedup = end_run(log, stopped, why, **st.end_fields(), duration_s=time.monotonic() - t_start)["speedup"]
     page_path = render_page(run_dir)
     try:
         import page
@@ -428,7 +441,7 @@ def main(argv=None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except UserError as e:
+    except (UserError, BackendError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

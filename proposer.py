@@ -21,6 +21,7 @@ class ProposalContext:
     research_notes: str | None = None   # condensed notes to inject, or None
     last_parse_error: str | None = None  # reason the previous proposal could not be parsed
     last_promoted: bool = False          # the previous iteration's candidate became champion
+    champion_config: dict | None = None  # the champion's CONFIG as the log recorded it (parsed once)
 
 
 @dataclass

@@ -16,6 +16,11 @@ class ResultLineError(ValueError):
     """No usable result line, or more than one."""
 
 
+def strip_ansi(text: str) -> str:
+    """Text without ANSI colour and cursor codes (the one pattern every log reader uses)."""
+    return _ANSI.sub("", text or "")
+
+
 def format_result_line(result: dict) -> str:
     return MARKER + json.dumps(result, sort_keys=True, allow_nan=True)
 
@@ -24,7 +29,7 @@ def parse_result_line(text: str) -> dict:
     """Return the JSON of the single result line in `text`; raise ResultLineError otherwise."""
     found = []
     for raw in text.splitlines():
-        line = _ANSI.sub("", raw)
+        line = strip_ansi(raw)
         pos = line.find(MARKER)
         if pos < 0:
             continue

@@ -1,17 +1,14 @@
-"""The run log: append-only JSONL, one event a line, flushed and fsynced as it happens.
+"""The run log: one typed event schema for run.jsonl, its one writer (RunLog) and its one reader.
 
-Events (every line carries: event, ts, run_id, backend, synthetic):
-  run_start   spec (name, path, resolved dict), proposer, model, endpoint_host, device,
-              seed, iterations, min_gain, argv, versions
-  baseline    result (the checker's result for the baseline, timed against itself)
-  research    trigger ("start" | "streak"), source ("tavily" | "builtin"), query, urls,
-              latency_s, notes (the injected text), error
-  iteration   iteration, candidate_id, candidate_file, parent_id, proposer, model, note,
-              proposal (meta: latency, tokens, finish_reason, error, prompt_file, response_file),
-              contract {ok, reasons}, result (checker result or null), decision {verdict,
-              promoted, reason, rule}, champion_id, champion_mean_ms (after the decision)
-  run_end     stop_reason, iterations_done, champion_id, baseline_mean_ms, champion_mean_ms,
-              speedup, duration_s
+Every line is one JSON object, flushed and fsynced as it happens. The schema below is the only
+documentation of the fields (README links here); RunLog.append refuses a field it does not
+declare, so code and documentation cannot drift apart.
+
+How to add a field: add one annotated line, with a comment saying what it holds, to the event's
+TypedDict below (`Iteration`, `RunEnd`, ...). Nothing else: the writer, the reader, the schema
+test and README's table (tests/test_readme.py checks it against SCHEMA) all follow from it.
+Use `X | None` when the field may be null. A new event kind is a new TypedDict plus one entry in
+SCHEMA. A new `stopped` value is one more entry in STOPPED.
 
 An iteration is written as ONE line only after it is fully decided, so a kill mid-iteration
 leaves nothing half-recorded: resume re-runs that iteration.
@@ -21,10 +18,150 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import types
+import typing
 from pathlib import Path
+from typing import Any, TypedDict
 
-REQUIRED = ("event", "ts", "run_id", "backend", "synthetic")
+import decision
 
+
+class SchemaError(ValueError):
+    """An event that the schema does not declare: unknown kind, unknown field, wrong type."""
+
+
+# ----------------------------------------------------------------------------- the schema
+
+class Common(TypedDict):
+    event: str          # the kind: a key of SCHEMA
+    ts: str             # ISO 8601 UTC, milliseconds
+    run_id: str         # the run folder's name
+    backend: str        # local | synthetic | nebius
+    synthetic: bool     # True: every time in this event is modeled, not measured
+
+
+class RunStart(Common, total=False):
+    spec: dict                  # spec.Spec.summary(): name, path, entry, dtype, shapes, check_shapes, tolerance, ...
+    proposer: str | None        # tuner | nemotron
+    model: str | None           # the LLM's model id (None for the tuner)
+    endpoint_host: str | None   # the LLM endpoint's host (never a key)
+    proposer_note: str          # why this proposer was chosen
+    proposer_choice: str        # the --proposer value (auto | tuner | llm), reused on --resume
+    backend_note: str           # why this backend was chosen
+    device: str | None          # the GPU (or the modeled one) the backend reports
+    seed: int                   # --seed
+    iterations: int             # the iteration budget
+    patience: int | None        # stop after this many iterations without a promotion (0 = off)
+    min_gain: float             # promotion needs a gain above this fraction
+    sigma: float                # ... and a gap above this many standard errors
+    max_minutes: float | None   # --max-minutes
+    argv: list                  # the command line after orchestrator.py
+    versions: dict              # python, torch, triton
+    research: dict | None       # Researcher.describe(), or None when research is off
+    research_note: str | None   # why research is off
+
+
+class Baseline(Common, total=False):
+    candidate_id: str           # always "baseline"
+    candidate_file: str         # baseline.py, relative to the run folder
+    candidate_config: dict | None  # the baseline's CONFIG dict (contract.read_config)
+    result: dict                # the checker's KERNLOOP_RESULT for the baseline, timed against itself
+
+
+class Research(Common, total=False):
+    before_iteration: int       # the iteration the notes are for
+    trigger: str                # start | streak
+    source: str                 # tavily | builtin
+    query: str                  # the query sent (or that would have been sent)
+    urls: list                  # the sources
+    latency_s: float            # seconds the search took
+    notes: str                  # the text injected into the prompt ("" when none)
+    error: str | None           # why there are no notes
+
+
+class Iteration(Common, total=False):
+    iteration: int              # 1-based
+    candidate_id: str           # itNNNN
+    candidate_file: str | None  # candidates/itNNNN.py, None when the proposal produced no code
+    candidate_config: dict | None  # the candidate's CONFIG dict, as parsed once by contract.read_config
+    parent_id: str              # the champion the candidate was proposed from
+    proposer: str               # tuner | nemotron
+    model: str | None           # the LLM's model id
+    note: str                   # the proposer's one-line note
+    proposal: dict              # meta: latency_s, tokens, finish_reason, error, parse_error, prompt_file, response_file, config
+    contract: dict | None       # {ok, reasons}; None when there was no code
+    result: dict | None         # the checker's result line (None when never run)
+    decision: dict              # decision.decide(): {verdict, promoted, reason, rule{..., gain, speedup}}
+    champion_id: str            # the champion after this decision
+    champion_mean_ms: float | None    # its mean time (as recorded when it was promoted)
+    speedup_vs_baseline: float | None  # baseline mean / champion_mean_ms after this decision
+
+
+STOPPED = {   # run_end.stopped: the machine-readable stop; stop_reason says it in words
+    "budget": "the iteration budget was reached",
+    "patience": "no promotion in `patience` iterations",
+    "time": "the --max-minutes budget was reached",
+    "exhausted": "the tuner's search space is exhausted",
+    "fatal": "the proposer failed in a way that cannot be retried (e.g. a bad key)",
+    "interrupted": "Ctrl-C or SIGTERM",
+    "baseline_failed": "the spec's baseline did not pass the checker",
+}
+
+
+class RunEnd(Common, total=False):
+    stopped: str                # one of STOPPED
+    stop_reason: str            # the same in words, for people
+    iterations_done: int        # iterations decided
+    champion_id: str            # the final champion
+    champion_file: str | None   # its file, relative to the run folder
+    baseline_mean_ms: float | None
+    champion_mean_ms: float | None
+    speedup: float | None       # baseline_mean_ms / champion_mean_ms
+    duration_s: float           # wall time of this process (a resumed run: of the resumed part)
+
+
+SCHEMA: dict[str, type] = {"run_start": RunStart, "baseline": Baseline, "research": Research,
+                           "iteration": Iteration, "run_end": RunEnd}
+Event = dict   # a decoded line: one of the TypedDicts above (a plain dict at run time)
+REQUIRED = tuple(Common.__annotations__)
+
+
+def fields(kind: str) -> dict:
+    """{field: type} declared for one event kind, the common fields included."""
+    return typing.get_type_hints(SCHEMA[kind])
+
+
+def _fits(value, tp) -> bool:
+    if tp is Any:
+        return True
+    if tp is type(None):
+        return value is None
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        return any(_fits(value, t) for t in typing.get_args(tp))
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, typing.get_origin(tp) or tp)
+
+
+def problems(rec: dict) -> list[str]:
+    """What in one event the schema does not allow ([] when it fits)."""
+    kind = rec.get("event")
+    if kind not in SCHEMA:
+        return [f"unknown event {kind!r} (declared: {', '.join(SCHEMA)})"]
+    declared = fields(kind)
+    out = [f"{kind}: field {k!r} is not declared in trajectory.{SCHEMA[kind].__name__}"
+           for k in rec if k not in declared]
+    out += [f"{kind}: field {k!r} is {type(v).__name__}, declared {declared[k]}"
+            for k, v in rec.items() if k in declared and not _fits(v, declared[k])]
+    out += [f"{kind}: field {k!r} is missing" for k in REQUIRED if k not in rec]
+    if kind == "run_end" and "stopped" in rec and rec["stopped"] not in STOPPED:
+        out.append(f"run_end: stopped {rec['stopped']!r} is not one of {', '.join(STOPPED)}")
+    return out
+
+
+# ----------------------------------------------------------------------------- the writer
 
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
@@ -38,9 +175,13 @@ class RunLog:
         self.synthetic = bool(synthetic)
 
     def append(self, event: str, **fields) -> dict:
+        """Write one event; SchemaError (nothing written) when it does not fit the schema."""
         rec = {"event": event, "ts": now_iso(), "run_id": self.run_id,
                "backend": self.backend, "synthetic": self.synthetic}
         rec.update(fields)
+        bad = problems(rec)
+        if bad:
+            raise SchemaError("; ".join(bad))
         line = json.dumps(rec, sort_keys=False, default=str)
         # One write of one full line, then fsync: a crash never leaves a half event behind
         # except a torn last line, which read_events() drops.
@@ -51,24 +192,102 @@ class RunLog:
         return rec
 
 
-def read_events(path: Path) -> list[dict]:
-    """Read every complete event; a torn final line (killed mid-write) is ignored."""
-    events = []
+def end_run(log: RunLog, stopped: str, stop_reason: str, *, iterations_done: int,
+            champion_id: str = "baseline", champion_file: str | None = "baseline.py",
+            baseline_mean_ms: float | None = None, champion_mean_ms: float | None = None,
+            duration_s: float = 0.0) -> dict:
+    """Write the one run_end event (every stop, Ctrl-C and SIGTERM included, goes through here)."""
+    if stopped not in STOPPED:
+        raise SchemaError(f"run_end: stopped {stopped!r} is not one of {', '.join(STOPPED)}")
+    return log.append("run_end", stopped=stopped, stop_reason=stop_reason,
+                      iterations_done=iterations_done, champion_id=champion_id,
+                      champion_file=champion_file, baseline_mean_ms=baseline_mean_ms,
+                      champion_mean_ms=champion_mean_ms,
+                      speedup=decision.speedup(baseline_mean_ms, champion_mean_ms),
+                      duration_s=round(duration_s, 2))
+
+
+# ----------------------------------------------------------------------------- the reader
+
+def read_events(path: Path, warnings: list | None = None) -> list[Event]:
+    """Every complete event of a log; a torn final line (killed mid-write) is dropped.
+
+    Strict (warnings None): a bad middle line or an event outside the schema raises
+    (ValueError / SchemaError). Tolerant (a list given, as the page does): what cannot be used is
+    skipped or kept as it is, and said in `warnings`; nothing raises."""
     p = Path(path)
-    if not p.exists():
-        return events
-    with open(p, encoding="utf-8") as f:
-        lines = f.read().split("\n")
+    tolerant = warnings is not None
+    try:
+        raw = p.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        if tolerant:
+            warnings.append(f"{p.name} not found: nothing has been logged yet")
+        return []
+    except OSError as e:
+        if not tolerant:
+            raise
+        warnings.append(f"could not read {p.name}: {e}")
+        return []
+    events, lines = [], raw.split("\n")
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            events.append(json.loads(line))
+            obj = json.loads(line)
         except json.JSONDecodeError:
-            if i >= len(lines) - 2:   # only the last line may be torn
-                break
-            raise ValueError(f"{p}: line {i + 1} is not valid JSON") from None
+            last = i >= len(lines) - 2
+            if not tolerant:
+                if last:
+                    break
+                raise ValueError(f"{p}: line {i + 1} is not valid JSON") from None
+            warnings.append(f"line {i + 1} is torn (the run was killed mid-write): ignored" if i == len(lines) - 1
+                            else f"line {i + 1} is not valid JSON: skipped")
+            continue
+        if not isinstance(obj, dict):
+            if not tolerant:
+                raise ValueError(f"{p}: line {i + 1} is not a JSON object")
+            warnings.append(f"line {i + 1} is not a JSON object: skipped")
+            continue
+        events.append(obj)
+    bad = [(k, msg) for k, ev in enumerate(events, 1) for msg in problems(ev)]
+    if bad and not tolerant:
+        raise SchemaError(f"{p}: event {bad[0][0]}: {bad[0][1]}")
+    if bad:
+        warnings.append(f"{len(bad)} field(s) outside the schema (trajectory.py), shown as far as possible; "
+                        f"first: event {bad[0][0]}: {bad[0][1]}")
+    return upgrade(events)
+
+
+def upgrade(events: list[Event]) -> list[Event]:
+    """Fill what logs written before a field existed lack, from the values they do hold, so
+    readers see one shape: decision.rule.speedup, iteration.speedup_vs_baseline, run_end.stopped."""
+    base = None
+    for ev in events:
+        kind = ev.get("event")
+        if kind == "baseline" and isinstance(ev.get("result"), dict):
+            cand = ev["result"].get("candidate")
+            base = cand.get("mean_ms") if isinstance(cand, dict) else None
+        elif kind == "iteration":
+            rule = ev["decision"].get("rule") if isinstance(ev.get("decision"), dict) else None
+            if isinstance(rule, dict) and "speedup" not in rule:
+                rule["speedup"] = decision.speedup(rule.get("champ_mean_ms"), rule.get("cand_mean_ms"))
+            if "speedup_vs_baseline" not in ev:
+                ev["speedup_vs_baseline"] = decision.speedup(base, ev.get("champion_mean_ms"))
+        elif kind == "run_end" and "stopped" not in ev and isinstance(ev.get("stop_reason"), str):
+            code = _stopped_from_text(ev["stop_reason"])
+            if code:
+                ev["stopped"] = code
     return events
+
+
+def _stopped_from_text(text: str) -> str | None:
+    """The `stopped` of a run_end written before the field existed (its stop_reason's words)."""
+    for prefix, code in (("iteration budget", "budget"), ("budget", "budget"), ("no promotion", "patience"),
+                         ("time budget", "time"), ("search space", "exhausted"),
+                         ("baseline failed", "baseline_failed"), ("stopped:", "fatal")):
+        if text.startswith(prefix):
+            return code
+    return None
 
 
 def repair_torn_tail(path: Path) -> bool:

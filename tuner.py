@@ -217,7 +217,7 @@ class Tuner:
         return None
 
     def propose(self, ctx: ProposalContext) -> Proposal:
-        cfg = read_config(ctx.champion_code)
+        cfg = ctx.champion_config or read_config(ctx.champion_code)
         if cfg is None:
             return Proposal(code=None, note="", proposer="tuner",
                             error="champion has no CONFIG literal the tuner can rewrite")

@@ -20,6 +20,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import nemotron_client as nc                                       # noqa: E402
+import extract  # noqa: E402
+import prompt  # noqa: E402
 from loopback_openai import LoopbackOpenAI, delay, error, reply    # noqa: E402
 from proposer import ProposalContext                                # noqa: E402
 
@@ -105,9 +107,9 @@ def test_good_answer_gives_code_note_and_meta(srv):
     assert (req.body["temperature"], req.body["top_p"], req.body["max_tokens"]) == (1.0, 0.95, 16384)
     assert "chat_template_kwargs" not in req.body     # reasoning unset: server default
     assert req.headers["authorization"] == f"Bearer {KEY}"
-    assert nc.CONTRACT in req.text and CHAMPION.rstrip() in req.text
+    assert prompt.CONTRACT in req.text and CHAMPION.rstrip() in req.text
     # The saved prompt/response are the full exchange.
-    assert nc.CONTRACT in p.prompt and FENCED_GOOD in p.response
+    assert prompt.CONTRACT in p.prompt and FENCED_GOOD in p.response
     assert_no_key(p)
 
 
@@ -359,9 +361,9 @@ def test_llama_nemotron_v1_gets_the_system_prompt_toggle(srv):
 def test_prompt_carries_spec_profile_rejections_notes_and_contract():
     rej = [{"iteration": 2, "verdict": "incorrect", "reason": "rel_l2 0.3 > 0.01 at M=257",
             "note": "BLOCK_K=128"}]
-    msgs = nc.build_prompt(make_ctx(rejections=rej, research_notes="Use GROUP_M swizzle."), 16000)
+    msgs = prompt.build_prompt(make_ctx(rejections=rej, research_notes="Use GROUP_M swizzle."), 16000)
     system, user = (m["content"] for m in msgs)
-    assert nc.CONTRACT in system
+    assert prompt.CONTRACT in system
     for part in ("Entry function: `matmul`", "float16", "rel-L2 error <= 0.01",
                  "Timed shape: M=1024, N=1024, K=1024", "M=257, N=129, K=77",
                  "a: shape [M, K], dtype float16", "mean 1.234 ms", "min 1.1 ms", "median 1.2 ms",
@@ -375,21 +377,21 @@ def test_budget_shortens_history_then_notes_never_code_or_contract():
            for i in range(1, 21)]
     notes = "NOTES " + "n" * 4000
     ctx = make_ctx(rejections=rej, research_notes=notes)
-    full = nc.build_prompt(ctx, 10**6)
+    full = prompt.build_prompt(ctx, 10**6)
     assert "R12 " not in full[1]["content"]          # bounded history: last 8 only
     assert "R13 " in full[1]["content"] and "R20 " in full[1]["content"]
 
-    fixed = nc.messages_tokens(nc.build_prompt(make_ctx(), 10**6))
-    tight = nc.build_prompt(ctx, fixed + 1400)     # room for notes + a few rejections
+    fixed = prompt.messages_tokens(prompt.build_prompt(make_ctx(), 10**6))
+    tight = prompt.build_prompt(ctx, fixed + 1400)     # room for notes + a few rejections
     user = tight[1]["content"]
-    assert nc.messages_tokens(tight) <= fixed + 1400
+    assert prompt.messages_tokens(tight) <= fixed + 1400
     assert "R20 " in user and "R13 " not in user   # oldest dropped first, newest kept
     assert "older rejection(s) omitted" in user
-    assert nc.CONTRACT in tight[0]["content"] and CHAMPION.rstrip() in user
+    assert prompt.CONTRACT in tight[0]["content"] and CHAMPION.rstrip() in user
 
-    bare = nc.build_prompt(ctx, 10)                  # impossible budget
+    bare = prompt.build_prompt(ctx, 10)                  # impossible budget
     assert "NOTES" not in bare[1]["content"] and "R20 " not in bare[1]["content"]
-    assert nc.CONTRACT in bare[0]["content"] and CHAMPION.rstrip() in bare[1]["content"]
+    assert prompt.CONTRACT in bare[0]["content"] and CHAMPION.rstrip() in bare[1]["content"]
 
 
 def test_over_budget_prompt_still_carries_code_and_is_flagged(srv):
@@ -410,7 +412,7 @@ def test_over_budget_prompt_still_carries_code_and_is_flagged(srv):
     ("```python\nx = 1\n```", None, "x = 1\n"),                        # no finish_reason given
 ])
 def test_extract_accepts(content, finish, code):
-    assert nc.extract_code(content, None, finish) == (code, None)
+    assert extract.extract_code(content, None, finish) == (code, None)
 
 
 @pytest.mark.parametrize("content,reasoning,finish,reason", [
@@ -425,14 +427,14 @@ def test_extract_accepts(content, finish, code):
     ("```python\nx = 1\n```", None, "content_filter", "content filter"),
 ])
 def test_extract_rejects_with_a_reason(content, reasoning, finish, reason):
-    code, why = nc.extract_code(content, reasoning, finish)
+    code, why = extract.extract_code(content, reasoning, finish)
     assert code is None and reason in why
 
 
 def test_note_falls_back_to_first_comment():
-    assert nc.note_from_code("# NOTE: split-K by 4\nx = 1\n") == "split-K by 4"
-    assert nc.note_from_code("#!/usr/bin/env python\n# tiled matmul\nx = 1\n") == "tiled matmul"
-    assert nc.note_from_code("x = 1\n") == "nemotron proposal (no # NOTE line)"
+    assert extract.note_from_code("# NOTE: split-K by 4\nx = 1\n") == "split-K by 4"
+    assert extract.note_from_code("#!/usr/bin/env python\n# tiled matmul\nx = 1\n") == "tiled matmul"
+    assert extract.note_from_code("x = 1\n") == "nemotron proposal (no # NOTE line)"
 
 
 def test_env_vars_documented_for_every_name_used():

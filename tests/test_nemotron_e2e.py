@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import nemotron_client as nc                     # noqa: E402
 from loopback_openai import LoopbackOpenAI, reply  # noqa: E402
+from trajectory import read_events  # noqa: E402
 
 KEY = "sk-test-SECRET123"
 SPEC = ROOT / "specs" / "matmul.yaml"
@@ -110,7 +111,7 @@ def test_orchestrator_run_with_a_parse_failure_and_no_key_leak(tmp_path):
 
     # The run log records the parse failure as that iteration's clean error.
     run_jsonl = next(p for p in files if p.name == "run.jsonl")
-    events = [json.loads(l) for l in run_jsonl.read_text().splitlines() if l.strip()]
+    events = read_events(run_jsonl)      # every event fits the schema
     iters = [e for e in events if e.get("event") == "iteration"]
     assert len(iters) == 3, [e.get("event") for e in events]
     assert parse_reason in json.dumps(iters[0])

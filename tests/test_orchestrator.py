@@ -1,5 +1,4 @@
 """The loop end to end on the synthetic backend (real interpreter correctness, modeled timing)."""
-import json
 import os
 import signal
 import subprocess
@@ -44,8 +43,7 @@ def test_run_writes_log_page_and_champion(synthetic_run):
     assert "SYNTHETIC backend" in p.stdout and "built-in tuner" in p.stdout
     assert f"page: {run / 'trajectory.html'}" in p.stdout
     assert (run / "trajectory.html").is_file() and (run / "champion.py").is_file()
-    lines = (run / "run.jsonl").read_text().splitlines()
-    evs = [json.loads(ln) for ln in lines]     # every line parses
+    evs = read_events(run / "run.jsonl")       # every line parses and fits the schema
     assert all(e["backend"] == "synthetic" and e["synthetic"] is True for e in evs)
     assert evs[0]["event"] == "run_start" and evs[-1]["event"] == "run_end"
     its = [e for e in evs if e["event"] == "iteration"]

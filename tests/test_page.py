@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import htmlfmt  # noqa: E402
 import page  # noqa: E402
+import trajectory  # noqa: E402
 from browser import Browser, find_chromium  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "sample_run"
@@ -48,7 +50,7 @@ def strict_templates(monkeypatch):
 # ----------------------------------------------------------------------------- helpers
 
 def read_events(run_dir: Path) -> list:
-    return [json.loads(x) for x in (run_dir / "run.jsonl").read_text().splitlines() if x.strip()]
+    return trajectory.read_events(run_dir / "run.jsonl")
 
 
 def write_events(run_dir: Path, events: list) -> None:
@@ -481,15 +483,15 @@ def test_a_page_bug_never_stops_the_run(tmp_path, monkeypatch, capsys):
 
 
 def test_highlighter_and_diff():
-    lines = page.highlight_python('x = "a # not a comment"  # real\ns = """doc\n<b>still doc</b>\n"""\ndef f(): return None')
+    lines = htmlfmt.highlight_python('x = "a # not a comment"  # real\ns = """doc\n<b>still doc</b>\n"""\ndef f(): return None')
     assert str(lines[0]) == ('x = <span class="s">&#34;a # not a comment&#34;</span>  '
                              '<span class="c"># real</span>')
     assert str(lines[2]) == '<span class="s">&lt;b&gt;still doc&lt;/b&gt;</span>'
     assert '<span class="f">f</span>' in str(lines[4]) and '<span class="k">None</span>' in str(lines[4])
-    body, added, removed, shown, total = page.render_diff("a = 1\nb = 2\n", "a = 1\nb = 3\nc = 4\n", 100)
+    body, added, removed, shown, total = htmlfmt.render_diff("a = 1\nb = 2\n", "a = 1\nb = 3\nc = 4\n", 100)
     assert (added, removed) == (2, 1) and shown == total
     assert body.count('class="l a"') == 2 and body.count('class="l r"') == 1
-    body, *_, shown, total = page.render_diff("\n".join(f"a{i}" for i in range(50)), "\n".join(f"b{i}" for i in range(50)), 10)
+    body, *_, shown, total = htmlfmt.render_diff("\n".join(f"a{i}" for i in range(50)), "\n".join(f"b{i}" for i in range(50)), 10)
     assert shown == 10 and total > 10
 
 

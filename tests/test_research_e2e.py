@@ -10,7 +10,6 @@ is not there.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -26,6 +25,7 @@ pytestmark = pytest.mark.skipif(
     reason="orchestrator.py or tests/loopback_openai.py not there yet")
 
 from loopback_tavily import MARKER, LoopbackTavily, status  # noqa: E402
+from trajectory import read_events  # noqa: E402
 
 TAVILY_KEY = "tvly-e2e-key"
 BASELINE = (ROOT / "specs" / "matmul_naive.py").read_text(encoding="utf-8")
@@ -67,7 +67,7 @@ def run_orchestrator(tmp_path: Path, answers: list, iterations: int, tavily_scri
         queries = [r.query for r in tav.search_requests]
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     (log,) = out.rglob("run.jsonl")
-    events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    events = read_events(log)      # every event fits the schema
     return events, prompts, queries, log.parent
 
 
