@@ -236,7 +236,7 @@ def build_iteration(ev, idx, ctx):
             ("n (timed reps each)", fmt_num(rule.get("n")), None),
         ]
         if rule.get("threshold_ms") is not None:
-            rule_rows.insert(4, ("threshold = champion × (1 − min_gain)", fmt_ms(rule.get("threshold_ms")) + " ms", None))
+            rule_rows.insert(5, ("threshold = champion × (1 − min_gain)", fmt_ms(rule.get("threshold_ms")) + " ms", None))
         if rule.get("require_significance") is not None:
             rule_rows.append(("significance required", fmt_bool(rule.get("require_significance")), None))
         known = {"cand_mean_ms", "champ_mean_ms", "gain", "speedup", "min_gain", "delta_ms", "significance_ms", "sigma",

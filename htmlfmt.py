@@ -89,11 +89,7 @@ def fmt_num(x, digits: int = 4) -> str:
 def fmt_frac_pct(x, digits: int = 1) -> str:
     """A fraction (0.024) as a percent (2.4%)."""
     v = num(x)
-    if v is None:
-        return "—"
-    if not math.isfinite(v):
-        return fmt_num(v)
-    return f"{100 * v:.{digits}f}%"
+    return fmt_pct(None if v is None else 100 * v, digits)
 
 
 def fmt_pct(x, digits: int = 1) -> str:

@@ -131,6 +131,14 @@ def fields(kind: str) -> dict:
     return typing.get_type_hints(SCHEMA[kind])
 
 
+def markdown_table() -> str:
+    """README's table of the events and their fields (tests/test_readme.py keeps them equal)."""
+    rows = ["| event | fields (besides " + ", ".join(REQUIRED) + ") |", "|---|---|"]
+    for kind in SCHEMA:
+        rows.append(f"| `{kind}` | " + ", ".join(k for k in fields(kind) if k not in REQUIRED) + " |")
+    return "\n".join(rows)
+
+
 def _fits(value, tp) -> bool:
     if tp is Any:
         return True

@@ -26,3 +26,18 @@ def test_readme_shows_the_main_and_the_test_command_ci_runs():
 def test_results_linked_from_readme_exist():
     for link in re.findall(r"\]\(((?:results|docs)/[^)#]+)", README):
         assert (ROOT / link).exists(), link
+
+
+def test_the_event_table_is_the_schema():
+    import sys
+    sys.path.insert(0, str(ROOT))
+    import trajectory
+    assert trajectory.markdown_table() in README, "README's run.jsonl table differs from trajectory.SCHEMA:\n" \
+        + trajectory.markdown_table()
+
+
+def test_the_module_table_lists_every_module():
+    rows = set(re.findall(r"^\| `([\w/]+\.py)`", README, re.M))
+    files = {p.name for p in ROOT.glob("*.py")} | {f"checker/{p.name}" for p in (ROOT / "checker").glob("*.py")
+                                                   if p.name != "__init__.py"}
+    assert sorted(files - rows) == [] and sorted(r for r in rows - files if "/" in r or r.endswith(".py")) == []
