@@ -122,7 +122,7 @@ class RunEnd(Common, total=False):
 
 SCHEMA: dict[str, type] = {"run_start": RunStart, "baseline": Baseline, "research": Research,
                            "iteration": Iteration, "run_end": RunEnd}
-Event = dict   # a decoded line: one of the TypedDicts above (a plain dict at run time)
+Event = typing.Union[RunStart, Baseline, Research, Iteration, RunEnd]   # a decoded line (a dict at run time)
 REQUIRED = tuple(Common.__annotations__)
 
 
