@@ -1,206 +1,175 @@
-"""The code-only contract, checked statically (AST) before any GPU time is spent.
+"""The kernel contract: one allow-list (TABLE), the static check of a kernel file against it, and
+its wording for the README and the LLM prompt.
 
-`check(code, spec)` returns a list of reasons; an empty list means the file may run. These
-checks are the first line of defence only: the checker re-verifies behaviour at run time.
+`check(code, spec)` returns a list of reasons, each naming the construct and its line; an empty
+list means the file may run. Anything the table does not list is rejected. The checker (judge and
+workers) re-verifies behaviour at run time; this is the first line of defence, before GPU time.
 """
 from __future__ import annotations
 
 import ast
 
-ALLOWED_IMPORTS = {"torch", "triton", "triton.language", "math", "__future__",
-                   # Hopper TMA descriptors: a plain Triton API that describes a tensor, computes nothing.
-                   "triton.tools.tensor_descriptor"}
-# torch functions a launcher legitimately needs: allocation, dtypes, shapes. Anything else
-# (torch.mm, torch.softmax, F.*, ...) would do the op outside Triton.
-ALLOWED_TORCH = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like",
-                 "float16", "bfloat16", "float32", "float64", "int32", "int64", "int8", "uint8",
-                 "bool", "dtype", "device", "Size", "Tensor", "finfo", "iinfo"}
-# triton submodules a kernel file has no business touching: benchmarking helpers, the runtime and
-# compiler internals, knobs (they could change how the checker's own kernels behave).
-TRITON_INTERNALS = {"testing", "runtime", "compiler", "backends", "profiler", "knobs", "tools", "_C",
-                    "instrumentation", "plugins", "experimental"}
-ALLOWED_TORCH_CUDA = {"get_device_properties", "current_device", "get_device_capability"}
-FORBIDDEN_CALLS = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars",
-                   "getattr", "setattr", "delattr", "input", "print", "breakpoint", "id", "hash",
-                   "memoryview", "super", "type", "object"}
-HOST_SYNC = {"item", "cpu", "tolist", "numpy", "synchronize", "data_ptr", "untyped_storage",
-             "storage", "record_stream", "wait_stream", "backward", "register_hook"}
-TORCH_COMPUTE_METHODS = {"mm", "matmul", "bmm", "addmm", "softmax", "log_softmax", "sum", "mean",
-                         "exp", "norm", "var", "std", "rsqrt", "sqrt", "max", "min", "amax", "mul",
-                         "add", "div", "sub", "pow", "mv", "dot", "einsum", "layer_norm", "gelu",
-                         "silu", "sigmoid", "tanh", "relu", "copy_", "fill_", "zero_", "clone",
-                         "cumsum", "prod", "baddbmm", "linear", "float", "half", "bfloat16"}
+from contract_walk import Walker, config_literal
+
+# ======================================================================= the allow-list
+# key -> (where, what it is for, allowed names). The one place the contract lives: the checker
+# below reads these sets, `markdown()` renders them into the README, `prompt_text()` into the
+# prompt. Anything not listed (any other attribute, call, name, statement or syntax) is rejected.
+TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "imports": ("module", "the only import statements", (
+        "import torch", "import triton", "import triton.language as tl", "import math",
+        "from triton.tools.tensor_descriptor import TensorDescriptor",
+        "from __future__ import annotations")),
+    "module": ("module", "the only other top-level statements", (
+        "CONFIG = dict(NAME=constant, ...) (or a {...} literal): the tunables; constants are "
+        "numbers, strings, bools, None or tuples",
+        "NAME = literal constant (number, string, bool, tuple, arithmetic of constants, "
+        "tl.constexpr(literal), a dtype)", "@triton.jit functions",
+        "plain launcher functions (no decorators, no default arguments)", "docstrings")),
+    "jit_decorator": ("module", "the only decorator, bare or with these literal keywords", (
+        "triton.jit", "do_not_specialize", "do_not_specialize_on_alignment", "noinline")),
+    "jit_tl": ("@triton.jit body", "tl.<name>", (
+        "program_id", "num_programs", "arange", "zeros", "zeros_like", "full", "cast", "load",
+        "store", "make_block_ptr", "advance", "make_tensor_descriptor", "load_tensor_descriptor",
+        "store_tensor_descriptor", "dot", "dot_scaled", "where", "minimum", "maximum", "clamp",
+        "sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod",
+        "associative_scan", "sort", "topk", "histogram", "gather", "flip", "exp", "exp2", "log",
+        "log2", "sqrt", "sqrt_rn", "rsqrt", "sigmoid", "softmax", "erf", "sin", "cos", "abs",
+        "floor", "ceil", "fma", "fdiv", "div_rn", "umulhi", "cdiv", "reshape", "view", "trans",
+        "permute", "broadcast", "broadcast_to", "expand_dims", "ravel", "split", "join",
+        "interleave", "cat", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
+        "atomic_xor", "atomic_xchg", "atomic_cas", "range", "static_range", "static_assert",
+        "constexpr", "multiple_of", "max_contiguous", "max_constancy", "assume", "debug_barrier",
+        "swizzle2d", "rand", "randn", "randint", "rand4x", "randn4x", "randint4x", "philox",
+        "PropagateNan", "float16", "bfloat16", "float32", "float64", "float8e4nv", "float8e5",
+        "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")),
+    "jit_math": ("@triton.jit body", "<math module>.<name>: pure device math", (
+        "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "pow", "sqrt",
+        "rsqrt", "cbrt", "tanh", "sinh", "cosh", "sin", "cos", "tan", "asin", "acos", "atan",
+        "atan2", "erf", "erfc", "erfinv", "floor", "ceil", "round", "rint", "nearbyint", "trunc",
+        "fma", "fmod", "abs", "isnan", "isinf", "signbit", "copysign", "hypot", "lgamma",
+        "normcdf", "fast_expf", "fast_logf", "fast_powf", "fast_dividef", "div_rn", "rcp_rn",
+        "sqrt_rn", "float2int_rn")),
+    "jit_math_modules": ("@triton.jit body", "where the math functions above live", (
+        "tl.extra.cuda.libdevice", "tl.math")),
+    "jit_value": ("@triton.jit body", "attributes and methods of values (tensors, pointers, "
+                  "descriptors, dtypes)", (
+        "to", "dtype", "element_ty", "shape", "numel", "T", "load", "store", "atomic_add",
+        "reshape", "view", "trans", "permute", "broadcast_to", "expand_dims", "ravel", "split",
+        "sum", "max", "min", "argmax", "argmin", "cumsum", "cumprod", "reduce", "xor_sum", "sort",
+        "flip", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "softmax", "erf", "abs",
+        "floor", "ceil", "cast", "cdiv", "logical_and", "logical_or", "scalar",
+        "primitive_bitwidth", "is_floating", "is_int", "is_fp16", "is_bf16", "is_fp32", "is_fp8",
+        "is_ptr", "block_shape")),
+    "jit_builtins": ("@triton.jit body", "builtins", (
+        "range", "min", "max", "float", "int", "len", "abs")),
+    "torch": ("launcher", "torch.<name>: allocation only (the op itself runs in Triton)", (
+        "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like")),
+    "dtypes": ("launcher", "torch.<name> and tl.<name>: dtypes", (
+        "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+        "uint8", "bool")),
+    "torch_cuda": ("launcher", "torch.cuda.<name>: the device's shape (SM count, capability)", (
+        "get_device_properties", "get_device_capability")),
+    "triton": ("launcher", "triton.<name>", ("cdiv", "next_power_of_2")),
+    "math": ("launcher", "math.<name> (on shapes and constants)", (
+        "ceil", "floor", "sqrt", "log2", "gcd", "isqrt", "prod", "inf", "pi", "e")),
+    "descriptor": ("launcher", "TensorDescriptor (Hopper TMA) construction", (
+        "TensorDescriptor(...)", "TensorDescriptor.from_tensor")),
+    "tensor_attrs": ("launcher", "tensor attributes (metadata)", (
+        "shape", "dtype", "device", "ndim")),
+    "tensor_meta": ("launcher", "tensor methods: metadata", (
+        "stride", "numel", "dim", "size", "is_contiguous", "element_size", "storage_offset")),
+    "tensor_views": ("launcher", "tensor methods: views and layout", (
+        "view", "reshape", "t", "transpose", "permute", "contiguous", "unsqueeze", "squeeze",
+        "expand", "flatten")),
+    "meta_attrs": ("launcher", "attributes of metadata (device, dtype, device properties)", (
+        "type", "index", "itemsize", "multi_processor_count")),
+    "config": ("launcher", "CONFIG, read only: CONFIG['NAME'] and CONFIG.<name>", ("get",)),
+    "builtins": ("launcher", "builtins (never on a tensor's values; len() of a tensor is its "
+                 "first dimension)", (
+        "min", "max", "int", "float", "bool", "abs", "len", "range", "tuple")),
+    "annotations": ("launcher", "parameter and return annotations", (
+        "torch.Tensor", "int", "float", "bool", "tuple", "str", "None")),
+    "launcher": ("launcher", "statements and expressions", (
+        "kernel launch k[grid](...)", "grid: a tuple, or lambda META: (...) (one argument)",
+        "assignment to local names", "if / else, conditional expressions",
+        "for over range(...)", "assert", "return", "arithmetic and comparisons on shapes and "
+        "constants (never on tensors)", "tuple and list literals", "calls of other launcher "
+        "functions")),
+}
 
 
-def _dotted(node) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
+# Why some tempting names are not in the table (the reason names them).
+WHY = {"autotune": "the tuner owns configs: put tunables in CONFIG",
+       "heuristics": "compute derived constants in the launcher",
+       "inline_asm_elementwise": "inline assembly is opaque to the contract",
+       "device_print": "no output: a kernel could print a forged result line",
+       "static_print": "no output: a kernel could print a forged result line",
+       "device_assert": "no output: a kernel could print a forged result line",
+       "pointer_type": "no casting integers to pointers",
+       "data_ptr": "no raw addresses", "item": "a host sync", "cpu": "a host sync",
+       "tolist": "a host sync", "numpy": "a host sync", "synchronize": "a host sync",
+       "Stream": "no streams", "record_stream": "no streams"}
+
+# How a rejected construct is named in a reason (by its ast node type).
+LABELS = {"Lambda": "lambda", "ListComp": "list comprehension", "SetComp": "set comprehension",
+          "DictComp": "dict comprehension", "GeneratorExp": "generator expression",
+          "JoinedStr": "f-string", "NamedExpr": "walrus (:=)", "With": "with block",
+          "AsyncWith": "async with", "Try": "try/except", "TryStar": "try/except*",
+          "Global": "global", "Nonlocal": "nonlocal", "ClassDef": "class definition",
+          "FunctionDef": "nested function", "AsyncFunctionDef": "async function",
+          "Starred": "*-unpacking", "Dict": "dict literal", "Set": "set literal",
+          "Delete": "del", "Raise": "raise (use assert)", "Import": "import inside a function",
+          "ImportFrom": "import inside a function", "Await": "await", "Yield": "yield",
+          "YieldFrom": "yield from", "While": "while loop (use for over range)",
+          "Match": "match statement"}
 
 
-def _is_jit(fn: ast.FunctionDef) -> bool:
-    for d in fn.decorator_list:
-        target = d.func if isinstance(d, ast.Call) else d
-        name = _dotted(target) or ""
-        if name.endswith("jit") or name.endswith("autotune") or name.endswith("heuristics"):
-            return True
-    return False
-
-
-def _config_literal(tree: ast.Module):
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CONFIG"
-                                                for t in node.targets):
-            v = node.value
-            if isinstance(v, ast.Call) and _dotted(v.func) == "dict" and not v.args:
-                return {kw.arg: ast.literal_eval(kw.value) for kw in v.keywords}
-            return ast.literal_eval(v)
-    return None
-
-
+# ======================================================================= CONFIG and the check
 def read_config(code: str) -> dict | None:
     """The module-level CONFIG literal of a kernel file, or None."""
     try:
-        cfg = _config_literal(ast.parse(code))
+        cfg = config_literal(ast.parse(code))
     except (SyntaxError, ValueError, TypeError):
         return None
     return cfg if isinstance(cfg, dict) else None
 
 
 def check(code: str, spec) -> list[str]:
+    """Reasons `code` breaks the contract for `spec` (entry name and inputs), in source order."""
     try:
         tree = ast.parse(code)
     except SyntaxError as e:
         return [f"syntax error at line {e.lineno}: {e.msg}"]
-    reasons: list[str] = []
-    add = reasons.append
+    return Walker(tree, spec, TABLE, WHY, LABELS).run()
 
-    # Module level: imports, CONFIG, functions and constants only. A module-level dict/list
-    # would be a place to cache outputs across calls.
-    aliases = {}   # local name -> module
-    jit_fns, entry = [], None
-    try:
-        cfg = _config_literal(tree)
-    except (ValueError, TypeError, SyntaxError):
-        cfg = None
-        add("CONFIG must be a literal dict of constants (CONFIG = dict(BLOCK_M=64, ...))")
-    else:
-        if cfg is None:
-            add("no module-level CONFIG literal (CONFIG = dict(...)) holding the tunables")
-        elif not isinstance(cfg, dict):
-            add("CONFIG must be a dict literal")
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef)):
-            if isinstance(node, ast.FunctionDef):
-                if _is_jit(node):
-                    jit_fns.append(node.name)
-                if node.name == spec.entry:
-                    entry = node
-            continue
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            continue  # docstring
-        if isinstance(node, ast.Assign):
-            targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
-            if targets == ["CONFIG"]:
-                continue
-            try:
-                v = ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError):
-                v = None
-            if isinstance(v, (int, float, str, bool, tuple)) or _dotted(node.value) or (
-                    isinstance(node.value, ast.Call) and _dotted(node.value.func) in ("tl.constexpr", "triton.language.constexpr")):
-                continue
-            add(f"line {node.lineno}: module-level state other than constants and CONFIG "
-                f"({', '.join(targets) or 'assignment'}): outputs must not be cached across calls")
-            continue
-        if isinstance(node, (ast.AnnAssign,)) and node.simple:
-            continue
-        add(f"line {node.lineno}: only imports, CONFIG, constants and functions may sit at module level "
-            f"(found {type(node).__name__})")
 
-    # Inside @triton.jit bodies, method names like .sum()/.max() are Triton ops, not torch.
-    in_jit = {id(n) for fn in tree.body if isinstance(fn, ast.FunctionDef) and _is_jit(fn)
-              for n in ast.walk(fn)}
-    # Attribute nodes inside a longer chain (the `triton.tools` of `triton.tools.x.y`): only the
-    # whole chain is judged.
-    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    for node in ast.walk(tree):
-        ln = getattr(node, "lineno", "?")
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name not in ALLOWED_IMPORTS:
-                    add(f"line {ln}: import of '{a.name}' (only torch, triton, triton.language, "
-                        "triton.tools.tensor_descriptor, math)")
-                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            for a in node.names:
-                full = f"{mod}.{a.name}"
-                if mod not in ALLOWED_IMPORTS and full not in ALLOWED_IMPORTS:
-                    add(f"line {ln}: import from '{mod}' (only torch, triton, triton.language, "
-                        "triton.tools.tensor_descriptor, math)")
-                elif mod == "triton" and a.name in TRITON_INTERNALS:
-                    add(f"line {ln}: 'from triton import {a.name}' (Triton internals and benchmarking "
-                        "helpers are off limits)")
-                elif mod == "torch" and a.name not in ALLOWED_TORCH and full not in ALLOWED_IMPORTS:
-                    add(f"line {ln}: 'from torch import {a.name}' (torch may only allocate; the op runs in Triton)")
-                aliases[a.asname or a.name] = full
-        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            add(f"line {ln}: try/except (no fallbacks: a failing kernel must fail)")
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            add(f"line {ln}: global/nonlocal state (outputs must not be cached across calls)")
-        elif isinstance(node, (ast.With, ast.AsyncWith, ast.AsyncFunctionDef, ast.Await)):
-            add(f"line {ln}: {type(node).__name__} is not allowed (no streams, contexts or async work)")
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-            add(f"line {ln}: the @ operator computes the op in torch, not Triton")
-        elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("__") and node.attr.endswith("__"):
-                add(f"line {ln}: dunder attribute access '{node.attr}'")
-            elif node.attr in HOST_SYNC:
-                add(f"line {ln}: '.{node.attr}' (host sync or raw storage access)")
-            elif id(node) not in inner:
-                name = _dotted(node) or ""
-                head, _, rest = name.partition(".")
-                full = f"{aliases.get(head, head)}.{rest}" if rest else aliases.get(head, head)
-                parts = full.split(".")
-                if len(parts) > 1 and parts[0] == "triton" and parts[1] in TRITON_INTERNALS \
-                        and not full.startswith("triton.tools.tensor_descriptor"):
-                    add(f"line {ln}: '{name}' (Triton internals and benchmarking helpers are off limits)")
-        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_CALLS and isinstance(node.ctx, ast.Load):
-            add(f"line {ln}: use of '{node.id}' (no I/O, introspection or dynamic code)")
-        if isinstance(node, ast.Call):
-            name = _dotted(node.func) or ""
-            head, _, rest = name.partition(".")
-            root = aliases.get(head, head)
-            full = f"{root}.{rest}" if rest else root
-            if full.startswith("torch.cuda."):
-                if full.split(".")[2] not in ALLOWED_TORCH_CUDA:
-                    add(f"line {ln}: '{name}' (no streams, events or syncs)")
-            elif full.startswith("torch.") and not full.startswith("torch.cuda"):
-                if full.split(".")[1] not in ALLOWED_TORCH:
-                    add(f"line {ln}: '{name}' (torch may only allocate; the op runs in Triton)")
-            elif full.startswith("torch") and full == "torch":
-                pass
-            elif isinstance(node.func, ast.Attribute) and node.func.attr in TORCH_COMPUTE_METHODS \
-                    and id(node) not in in_jit \
-                    and root not in ("tl", "triton.language", "triton", "math") \
-                    and not root.startswith("triton"):
-                add(f"line {ln}: '.{node.func.attr}()' computes in torch, not Triton")
+# ======================================================================= wording
+def markdown() -> str:
+    """The allow-list as a README table (tests/test_contract.py keeps the README equal to it)."""
+    rows = ["| where | what | allowed |", "|---|---|---|"]
+    for where, what, names in TABLE.values():
+        rows.append(f"| {where} | {what} | " + ", ".join(f"`{n}`" for n in names) + " |")
+    return "\n".join(rows)
 
-    if not jit_fns:
-        add("no @triton.jit kernel in the file")
-    if entry is None:
-        add(f"entry function '{spec.entry}' is missing")
-    else:
-        params = [a.arg for a in entry.args.args]
-        if params != list(spec.input_names) or entry.args.vararg or entry.args.kwarg \
-                or entry.args.kwonlyargs or entry.args.defaults:
-            add(f"entry signature changed: expected {spec.entry}({', '.join(spec.input_names)}), "
-                f"got {spec.entry}({', '.join(params)})")
-    # De-duplicate, keep order.
-    return list(dict.fromkeys(reasons))
+
+def prompt_text(spec=None) -> str:
+    """What the model is told about the contract: what it may change and the whole allow-list."""
+    entry = (f"`{spec.entry}({', '.join(spec.input_names)})`" if spec is not None
+             else "the entry function")
+    lines = [
+        "3. You MAY change: block sizes, num_warps, num_stages, split-K structure, the tiling,",
+        "   grouping and loop structure inside the Triton kernels, TMA tensor descriptors, and",
+        "   the launcher's shape decisions. Keep the tunables in the module-level CONFIG dict",
+        f"   literal that the launcher reads. Keep {entry}: its name, signature, inputs,",
+        "   output and dtypes.",
+        "4. ALLOW-LIST: the file may contain ONLY what is listed here; anything else (any other",
+        "   import, attribute, call, name or statement) is rejected with its line number:"]
+    for where, what, names in TABLE.values():
+        lines.append(f"   - {where}, {what}: " + ", ".join(names))
+    lines.append("5. So: torch only allocates and describes tensors (the op runs in Triton "
+                 "kernels); no host syncs (.item(), .cpu(), synchronize), no streams, no "
+                 "branching on tensor values, no I/O, no try/except, no caches or module-level "
+                 "state, no @triton.autotune (CONFIG is the config), no inline asm or printing "
+                 "in kernels.")
+    return "\n".join(lines)

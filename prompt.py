@@ -5,6 +5,7 @@ import json
 import math
 from typing import Any, Mapping
 
+import contract
 from proposer import ProposalContext
 
 CHARS_PER_TOKEN = 3.5            # rough: code and English average 3.5-4 chars a token
@@ -13,22 +14,14 @@ REJECTION_REASON_CHARS = 600
 PARSE_ERROR_CHARS = 600
 NOTE_CHARS = 200                 # a proposer's note, one line
 
-# The code-only contract, verbatim in every system prompt (never shortened).
+# The contract, verbatim in every system prompt (never shortened): the answer format, then the
+# allow-list worded from contract.TABLE.
 CONTRACT = """\
 CONTRACT (a candidate that breaks it is rejected before it runs):
 1. Answer with ONE complete Python file and nothing else: a single ```python fenced block,
    or the bare file. No second code block, no diff, no "..." placeholders, no omitted parts.
 2. The first line of the file is a comment `# NOTE: <one line: what you changed and why>`.
-3. You MAY change: block sizes, num_warps, num_stages, split-K structure (and the tiling,
-   grouping and loop structure inside the Triton kernels). Keep the tunables in the
-   module-level CONFIG dict literal that the launcher reads.
-4. You MAY NOT: add host syncs (.item(), .cpu(), .tolist(), .numpy(),
-   torch.cuda.synchronize) or use streams and events; branch in Python on tensor values
-   (data-dependent branching); compute the operation with torch instead of a Triton kernel
-   (torch may only allocate); import anything beyond torch, triton and math; do I/O (print,
-   open), threads, subprocesses or environment access; add try/except fallbacks; keep
-   module-level state other than constants and CONFIG (no caches); change the entry
-   function's name or signature, its inputs, its output, or any dtype."""
+""" + contract.prompt_text()   # the allow-list, worded from contract.TABLE
 
 SYSTEM_ROLE = ("You are an expert GPU performance engineer who writes Triton kernels. "
                "You improve a kernel file so that it runs faster on the same GPU while "
