@@ -13,12 +13,19 @@ search-space parameters named BLOCK* (tile sizes) or num_stages (pipeline depth)
 shared memory, which grows with each of them; num_warps, GROUP_M and the rest do not. So once a
 config runs out, any config at least as large in every such parameter the two share would run out
 too, and is skipped unproposed: Triton rejects it only after a full compile, which can take minutes.
+
+Before any failure it also skips matmul-like configs (BLOCK_M, BLOCK_N, BLOCK_K, num_stages) whose
+pipelined A and B tiles cannot fit in a block's shared memory (`tile_smem`, `SMEM_LIMIT` by device,
+H200 by default). The prior is a lower bound, num_stages - 1 tile buffers, so nothing that fits is
+skipped; Triton's first "Required: N, Hardware limit: M" failure calibrates it (`calibrate`): on the
+H200 a pointer matmul needs exactly num_stages buffers, and M replaces the table's limit.
 """
 from __future__ import annotations
 
 import ast
 import itertools
 import random
+import re
 
 from contract import read_config
 from proposer import Proposal, ProposalContext
@@ -26,6 +33,49 @@ from proposer import Proposal, ProposalContext
 JUMP_PROB = 0.15
 INITIAL_SAMPLES = 4   # of ~15-30 candidates per run: enough to land near a good basin
 OUT_OF_RESOURCE = "out of resource"   # Triton's OutOfResources text, matched case-insensitively
+
+
+# Shared memory per block in bytes, as Triton reports it ("Hardware limit"), by device name.
+SMEM_LIMIT = {"H200": 232448, "H100": 232448, "A100": 166912, "L40S": 101376, "L4": 101376}
+DEFAULT_DEVICE = "H200"
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+TILE_PARAMS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages")
+_REQUIRED = re.compile(r"required:\s*(\d+),\s*hardware limit:\s*(\d+)", re.IGNORECASE)
+
+
+def tile_smem(cfg: dict, elem_bytes: int, spare_stages: int = 1) -> int | None:
+    """Shared memory of a pipelined matmul's A and B tiles: (num_stages - spare_stages) buffers of
+    BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N elements. None unless cfg sets all four as numbers."""
+    if not all(_is_num(cfg.get(p)) for p in TILE_PARAMS):
+        return None
+    bm, bn, bk, stages = (cfg[p] for p in TILE_PARAMS)
+    return max(stages - spare_stages, 1) * (bm * bk + bk * bn) * elem_bytes
+
+
+def smem_limit(device: str | None) -> int:
+    """The table's limit for the first device name it contains (e.g. 'NVIDIA H200'), else the H200's."""
+    name = next((k for k in SMEM_LIMIT if k in (device or "")), DEFAULT_DEVICE)
+    return SMEM_LIMIT[name]
+
+
+def fits(cfg: dict, elem_bytes: int, limit: int, spare_stages: int | None = 1) -> bool:
+    """False only when the estimate says cfg cannot fit; True for what the model cannot price."""
+    est = None if spare_stages is None else tile_smem(cfg, elem_bytes, spare_stages)
+    return est is None or est <= limit
+
+
+def calibrate(cfg: dict, elem_bytes: int, reason: str) -> tuple[int | None, int] | None:
+    """(spare_stages, limit) learned from Triton's out-of-resources text for cfg, or None when the
+    text gives no numbers. Required >= num_stages buffers: Triton keeps all of them (spare 0); at
+    least num_stages - 1: keep the lower bound (spare 1); less: the model does not describe this
+    kernel (None: estimate off)."""
+    m = _REQUIRED.search(reason or "")
+    if not m or "shared memory" not in reason.lower() or tile_smem(cfg, elem_bytes) is None:
+        return None
+    required, limit = int(m.group(1)), int(m.group(2))
+    if required >= tile_smem(cfg, elem_bytes, 0):
+        return 0, limit
+    return (1 if required >= tile_smem(cfg, elem_bytes, 1) else None), limit
 
 
 def _is_num(v) -> bool:
@@ -89,7 +139,8 @@ class Tuner:
     name = "tuner"
     model = None
 
-    def __init__(self, space: dict, seed: int = 0, initial: int = INITIAL_SAMPLES):
+    def __init__(self, space: dict, seed: int = 0, initial: int = INITIAL_SAMPLES,
+                 elem_bytes: int = 2, device: str | None = None, estimate: bool = True):
         if not space:
             raise ValueError("the spec has no search_space: the tuner has nothing to change")
         self.space = {k: list(v) for k, v in space.items()}
@@ -104,6 +155,10 @@ class Tuner:
         self.resource = resource_params(self.space)
         self.infeasible: list[dict] = []   # resource params of configs that ran out (observe)
         self.skipped = 0                   # dominated configs passed over for the current proposal
+        self.elem_bytes, self.smem_limit = elem_bytes, smem_limit(device)
+        self.estimate = estimate           # False: only the dominance rule (for comparison)
+        self.spare_stages: int | None = 1 if estimate else None   # the estimate's prior: a lower bound
+        self.too_big = 0                   # configs the estimate passed over for the current proposal
 
     def describe(self) -> dict:
         return {"proposer": "tuner", "model": None, "endpoint_host": None}
@@ -116,6 +171,9 @@ class Tuner:
         out of resources is remembered, so configs that need at least as much are never proposed."""
         if verdict == "promoted" or OUT_OF_RESOURCE not in (reason or "").lower():
             return   # only a resource failure teaches this rule; a promoted config plainly fit
+        learned = calibrate(cfg, self.elem_bytes, reason) if self.estimate else None
+        if learned:
+            self.spare_stages, self.smem_limit = learned
         small = {p: cfg[p] for p in self.resource if p in cfg}
         # Already covered by a smaller failure: the list stays minimal, so checks stay cheap.
         if small and self.dominated(small) is None:
@@ -134,6 +192,10 @@ class Tuner:
         if self.dominated(cand) is not None:
             self.mark_tried(cand)
             self.skipped += 1
+            return False
+        if not fits(cand, self.elem_bytes, self.smem_limit, self.spare_stages):
+            self.mark_tried(cand)
+            self.too_big += 1
             return False
         return True
 
@@ -161,11 +223,15 @@ class Tuner:
         return f"{changes} ({why})"
 
     def next_config(self, champion_cfg: dict, last_promoted: bool) -> tuple[dict | None, str]:
-        self.skipped = 0
+        self.skipped = self.too_big = 0
         cand, note = self._next_config(champion_cfg, last_promoted)
         if self.skipped:   # say why the search passed over configs; one line
             what = "1 config that needs" if self.skipped == 1 else f"{self.skipped} configs that need"
             note += f" (skipped {what} at least the shared memory of a config that ran out)"
+        if self.too_big:
+            what = "1 config whose" if self.too_big == 1 else f"{self.too_big} configs whose"
+            note += (f" (skipped {what} tiles need more than the {self.smem_limit // 1024} KB of "
+                     "shared memory a block has)")
         return cand, note
 
     def _next_config(self, champion_cfg: dict, last_promoted: bool) -> tuple[dict | None, str]:
@@ -217,6 +283,7 @@ class Tuner:
         return None
 
     def propose(self, ctx: ProposalContext) -> Proposal:
+        self.elem_bytes = DTYPE_BYTES.get(getattr(ctx.spec, "dtype", None), self.elem_bytes)
         cfg = ctx.champion_config or read_config(ctx.champion_code)
         if cfg is None:
             return Proposal(code=None, note="", proposer="tuner",

@@ -215,3 +215,105 @@ def test_resumed_tuner_keeps_what_it_learned():
         assert not any(all(c[p] >= f[p] for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"))
                        for f in failed), c
         assert c not in [fc for fc, _, _ in first]
+
+
+# ---------------------------------------------------------------- shared memory, estimated up front
+H200_RUNS = [Path("results/runs/20261129-133338-matmul/run.jsonl"),
+             Path("results/runs/20261129-135253-matmul_bias_gelu/run.jsonl")]
+
+
+def _h200_outcomes_of(path):
+    """(config, verdict, reason) of every evaluated candidate of a measured H200 tuner run."""
+    import json
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    assert events[0]["backend"] == "local" and events[0]["synthetic"] is False
+    return [(e["candidate_config"], e["decision"]["verdict"], e["decision"]["reason"])
+            for e in events if e["event"] == "iteration" and e.get("candidate_config")]
+
+
+def _h200_outcomes():
+    return [o for path in H200_RUNS for o in _h200_outcomes_of(path)]
+
+
+def test_tile_estimate_matches_what_triton_reported_on_the_h200():
+    import re
+    from tuner import calibrate, fits, smem_limit, tile_smem
+    ran = failed = 0
+    for cfg, verdict, reason in _h200_outcomes():
+        m = re.search(r"Required: (\d+), Hardware limit: (\d+)", reason or "")
+        if m:   # Triton's own count: exactly num_stages buffers of the A and B tiles (bf16)
+            failed += 1
+            assert tile_smem(cfg, 2, spare_stages=0) == int(m.group(1)), cfg
+            assert int(m.group(2)) == smem_limit("NVIDIA H200")
+            assert calibrate(cfg, 2, reason) == (0, 232448)
+            assert not fits(cfg, 2, 232448, spare_stages=0)
+        elif verdict in ("promoted", "rejected"):   # it compiled and ran: never skipped
+            ran += 1
+            assert fits(cfg, 2, smem_limit("NVIDIA H200"), spare_stages=1), cfg
+            assert fits(cfg, 2, smem_limit("NVIDIA H200"), spare_stages=0), cfg
+    assert failed >= 4 and ran >= 20
+
+
+def test_replayed_h200_runs_would_have_skipped_all_but_the_calibrating_failure():
+    from tuner import fits
+    for path in H200_RUNS:
+        t = Tuner(SPEC.search_space, seed=0)
+        skipped = failed = 0
+        for cfg, verdict, reason in _h200_outcomes_of(path):
+            fit = fits(cfg, 2, t.smem_limit, t.spare_stages)
+            if verdict == "failed" and "Required" in reason:
+                failed += 1
+                skipped += not fit
+                t.observe(cfg, verdict, reason)
+            elif verdict in ("promoted", "rejected"):
+                assert fit, cfg
+        assert (failed, skipped) == (6, 5), path
+
+
+def test_calibration_and_table_edges():
+    from tuner import calibrate, fits, smem_limit, tile_smem
+    cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=4)       # 4 x 32 KB of tiles
+    text = "out of resource: shared memory, Required: {}, Hardware limit: 101376"
+    assert calibrate(cfg, 2, text.format(131072 + 8192)) == (0, 101376)   # all 4 buffers (+ extra)
+    assert calibrate(cfg, 2, text.format(98304)) == (1, 101376)           # 3 buffers: keep the bound
+    assert calibrate(cfg, 2, text.format(40000)) == (None, 101376)        # model off for this kernel
+    assert calibrate(cfg, 2, "(synthetic) out of resources: shared memory 288 KB > 227 KB") is None
+    assert calibrate(cfg, 2, "out of resource: registers, Required: 300, Hardware limit: 255") is None
+    assert calibrate({"BLOCK_SIZE": 4096}, 2, text.format(1)) is None      # not a matmul config
+    assert tile_smem({"BLOCK_SIZE": 4096, "num_warps": 8}, 2) is None and fits({"BLOCK_SIZE": 1}, 2, 1)
+    assert tile_smem(cfg, 4, spare_stages=1) == 2 * tile_smem(cfg, 2, spare_stages=1) == 196608
+    assert fits(cfg, 2, 1, spare_stages=None)                             # estimate off: never skips
+    assert smem_limit("NVIDIA A100-SXM4-80GB") == 166912 and smem_limit(None) == smem_limit("H200")
+
+
+def test_tuner_skips_configs_that_cannot_fit_and_says_so():
+    """Before any failure only configs above the lower bound are skipped; after Triton's first
+    "Required/Hardware limit" failure, every proposal fits the calibrated estimate."""
+    from tuner import tile_smem
+    t, props = drive(seed=2, steps=60)
+    cfgs = [read_config(p.code) for p in props]
+    assert all(tile_smem(c, 2, 1) <= 232448 for c in cfgs)
+    assert any(tile_smem(c, 2, 0) > 232448 for c in cfgs)   # the prior is a bound, not the truth
+    assert any("tiles need more than the 227 KB" in p.note for p in props)
+    t = Tuner(SPEC.search_space, seed=2)
+    t.observe(dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4), "failed",
+              OOR.format(262144))
+    assert t.spare_stages == 0 and t.smem_limit == H200_SMEM
+    for i in range(60):
+        cfg, _ = t.next_config(read_config(BASE), False)
+        t.mark_tried(cfg)
+        assert tile_smem(cfg, 2, 0) <= H200_SMEM, cfg
+
+
+def test_estimate_saves_compiles_against_the_h200_oracle():
+    """On the smem oracle measured above (30 proposals, 10 seeds): the estimate alone never wastes
+    more compiles than no estimate, and fewer in all; observing too, only the first failure (the
+    one that calibrates) is wasted, where the dominance rule alone wastes several."""
+    fails = lambda run: sum(v == "failed" for _, v, _ in run)   # noqa: E731
+    blind = [(fails(simulate(s, 30, False, Tuner(SPEC.search_space, seed=s, estimate=False))[1]),
+              fails(simulate(s, 30, False)[1])) for s in range(10)]
+    assert all(est <= none for none, est in blind) and sum(e for _, e in blind) < sum(n for n, _ in blind)
+    for seed in range(10):
+        _, dominance = simulate(seed, 30, True, Tuner(SPEC.search_space, seed=seed, estimate=False))
+        _, both = simulate(seed, 30, True)
+        assert fails(both) == 1 < fails(dominance), (seed, fails(both), fails(dominance))
