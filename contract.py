@@ -19,7 +19,7 @@ TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "imports": ("module", "the only import statements", (
         "import torch", "import triton", "import triton.language as tl", "import math",
         "from triton.tools.tensor_descriptor import TensorDescriptor",
-        "from __future__ import annotations")),
+        "from triton.language.extra import libdevice", "from __future__ import annotations")),
     "module": ("module", "the only other top-level statements", (
         "CONFIG = dict(NAME=constant, ...) (or a {...} literal): the tunables; constants are "
         "numbers, strings, bools, None or tuples",
@@ -51,7 +51,7 @@ TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "normcdf", "fast_expf", "fast_logf", "fast_powf", "fast_dividef", "div_rn", "rcp_rn",
         "sqrt_rn", "float2int_rn")),
     "jit_math_modules": ("@triton.jit body", "where the math functions above live", (
-        "tl.extra.cuda.libdevice", "tl.math")),
+        "libdevice", "tl.extra.libdevice", "tl.extra.cuda.libdevice", "tl.math")),
     "jit_value": ("@triton.jit body", "attributes and methods of values (tensors, pointers, "
                   "descriptors, dtypes)", (
         "to", "dtype", "element_ty", "shape", "numel", "T", "load", "store", "atomic_add",
@@ -76,7 +76,7 @@ TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "descriptor": ("launcher", "TensorDescriptor (Hopper TMA) construction", (
         "TensorDescriptor(...)", "TensorDescriptor.from_tensor")),
     "tensor_attrs": ("launcher", "tensor attributes (metadata)", (
-        "shape", "dtype", "device", "ndim")),
+        "shape", "dtype", "device", "ndim", "is_cuda")),
     "tensor_meta": ("launcher", "tensor methods: metadata", (
         "stride", "numel", "dim", "size", "is_contiguous", "element_size", "storage_offset")),
     "tensor_views": ("launcher", "tensor methods: views and layout", (
@@ -154,7 +154,8 @@ def markdown() -> str:
 
 
 def prompt_text(spec=None) -> str:
-    """What the model is told about the contract: what it may change and the whole allow-list."""
+    """What the model is told about the contract: what it may change and the whole allow-list.
+    Numbered 3-5: the prompt puts its two answer-format rules (one file, the NOTE line) first."""
     entry = (f"`{spec.entry}({', '.join(spec.input_names)})`" if spec is not None
              else "the entry function")
     lines = [
@@ -171,5 +172,6 @@ def prompt_text(spec=None) -> str:
                  "kernels); no host syncs (.item(), .cpu(), synchronize), no streams, no "
                  "branching on tensor values, no I/O, no try/except, no caches or module-level "
                  "state, no @triton.autotune (CONFIG is the config), no inline asm or printing "
-                 "in kernels.")
+                 "in kernels. A tensor in the launcher is only described, viewed, allocated "
+                 "like, or passed to a kernel launch, a TensorDescriptor or a launcher function.")
     return "\n".join(lines)

@@ -66,7 +66,7 @@ class Walker:
                 else:
                     self.from_imports.add((stmt.module, a.name))
         self.module_names = set(self.imports.values()) | {n for _, n in self.from_imports} - {"annotations"}
-        self.math_prefixes = tuple(p.removeprefix("tl.") + "." for p in table["jit_math_modules"][2])
+        self.math_prefixes = tuple(p + "." for p in table["jit_math_modules"][2])
         self.consts, self.modules, self.jit, self.launchers = set(), set(), {}, {}
         self.params, self.returns = {}, {}   # launcher -> [types per param]; -> return types
 
@@ -153,8 +153,8 @@ class Walker:
                 for a in node.names:
                     if node.level or a.asname or (node.module, a.name) not in self.from_imports:
                         self.add(node, f"'from {'.' * node.level}{node.module or ''} import {a.name}' {only}")
-                    elif a.name == "TensorDescriptor":
-                        self.modules.add("TensorDescriptor")
+                    elif a.name != "annotations":
+                        self.modules.add(a.name)
                 continue
             if isinstance(node, ast.FunctionDef):
                 bound = [node.name]
@@ -228,7 +228,8 @@ class Walker:
                                                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         for n in sorted(local & (self.module_names | set(self.jit) | self.consts)):
             self.add(fn, f"'{fn.name}': local '{n}' shadows a module-level name")
-        names = local | self.consts | set(self.jit) | {"tl"} | self.n["jit_builtins"]
+        names = local | self.consts | set(self.jit) | self.n["jit_builtins"] | {"tl"} \
+            | ({p.split(".")[0] for p in self.math_prefixes} & self.modules)
         parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
         where = "in a @triton.jit function"
         for n in (x for s in fn.body for x in ast.walk(s)):
@@ -265,9 +266,8 @@ class Walker:
         if head in self.module_names:
             if isinstance(parents.get(id(n)), ast.Attribute):
                 return   # the whole chain is judged at its outermost attribute
-            rest = path[len(head) + 1:]
-            ok = head == "tl" and (rest in self.n["jit_tl"] or any(
-                rest.startswith(p) and rest[len(p):] in self.n["jit_math"] for p in self.math_prefixes))
+            ok = (head == "tl" and path[3:] in self.n["jit_tl"]) or any(
+                path.startswith(p) and path[len(p):] in self.n["jit_math"] for p in self.math_prefixes)
             if not ok:
                 self.add(n, f"'{path}' is not in the allow-list in a @triton.jit function{self.why(n.attr)}")
         elif n.attr not in self.n["jit_value"]:

@@ -84,6 +84,8 @@ def test_every_config_the_tuner_emits_passes(name):
     launcher("w = torch.empty_strided((M, N), (N, 1), device=a.device, dtype=torch.float32)"),
     launcher("k = _matmul_kernel if M > 0 else _matmul_kernel"),
     kernel("x = tl.extra.cuda.libdevice.tanh(1.0) + tl.math.exp(0.0)"),
+    module("from triton.language.extra import libdevice").replace(JIT, JIT + "    x = libdevice.erf(1.0) + tl.extra.libdevice.tanh(0.5)\n")
+    .replace(ALLOC, ALLOC + "    assert a.is_cuda or not b.is_cuda\n"),
     kernel("tl.static_assert(BLOCK_M >= 16)\nw = tl.where(pid > 0, pid, 0).to(tl.int64)"),
     BASE.replace("@triton.jit", "@triton.jit(do_not_specialize=['K'])"),
     BASE.replace("def matmul(a, b):", "def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:"),
@@ -95,7 +97,7 @@ def test_every_config_the_tuner_emits_passes(name):
         .replace("def matmul(a, b):", "def _matmul_kernel_args(x, y, z):\n    return (x, y, z)\n\n\n"
                  "def _launch(t, g):\n    return t\n\n\ndef matmul(a, b):"),
 ], ids=["grid_lambda", "config_get", "views_metadata", "device_properties", "for_range_assert",
-        "empty_strided", "kernel_choice", "libdevice", "static_assert", "jit_kwargs", "annotations",
+        "empty_strided", "kernel_choice", "libdevice", "libdevice_import", "static_assert", "jit_kwargs", "annotations",
         "module_constants", "helpers"])
 def test_legitimate_constructs_pass(code):
     assert contract.check(code, SPEC) == []
@@ -142,7 +144,10 @@ HOSTILE = [
     ("import_ctypes", module("import ctypes"), 1, "import 'ctypes' is not in the allow-list"),
     ("import_triton_alias", module("import triton.language as T"), 1, "import 'triton.language as T' is not in the allow-list"),
     ("import_tools_module", module("import triton.tools.tensor_descriptor"), 1, "import 'triton.tools.tensor_descriptor' is not in the allow-list"),
-    ("import_libdevice", module("from triton.language.extra import libdevice"), 1, "'from triton.language.extra import libdevice' is not in the allow-list"),
+    ("import_libdevice_alias", module("from triton.language.extra import libdevice as ld"), 1, "'from triton.language.extra import libdevice' is not in the allow-list"),
+    ("import_cuda_libdevice", module("from triton.language.extra.cuda import libdevice"), 1, "'from triton.language.extra.cuda import libdevice' is not in the allow-list"),
+    ("libdevice_in_launcher", module("from triton.language.extra import libdevice").replace(ALLOC, ALLOC + "    x = libdevice.tanh(1.0)\n"), L + 1, "'libdevice.tanh' is not in the allow-list"),
+    ("libdevice_not_imported", kernel("t = libdevice.tanh(1.0)"), J, "name 'libdevice' is not in the allow-list in a @triton.jit function"),
     ("relative_import", module("from . import checker"), 1, "'from . import checker' is not in the allow-list"),
     ("import_in_function", launcher("import os"), L, "import inside a function is not in the allow-list"),
     # -- torch doing the op, or any compute on tensors in the launcher
