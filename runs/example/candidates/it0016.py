@@ -1,10 +1,10 @@
-# NOTE: tuner: BLOCK_M 128->64, BLOCK_K 64->128, num_stages 5->4 (random jump, p=0.15) (skipped 1 config that needs at least the shared memory of a config that ran out)
+# NOTE: tuner: BLOCK_M 128->256, BLOCK_K 64->128, GROUP_M 16->4, num_warps 8->4, num_stages 5->2 (random jump, p=0.15) (skipped 2 configs whose tiles need more than the 227 KB of shared memory a block has)
 """A naive Triton matmul, as a user writes it first: correct on any shape, slow."""
 import torch
 import triton
 import triton.language as tl
 
-CONFIG = dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=128, GROUP_M=16, num_warps=8, num_stages=4)
+CONFIG = dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, GROUP_M=4, num_warps=4, num_stages=2)
 
 
 @triton.jit

@@ -1,10 +1,10 @@
-# NOTE: tuner: BLOCK_K 64->32 (one step down)
+# NOTE: tuner: BLOCK_M 128->64, BLOCK_N 256->64, BLOCK_K 64->32, GROUP_M 16->8, num_warps 8->4, num_stages 5->3 (neighbours exhausted, random untried config)
 """A naive Triton matmul, as a user writes it first: correct on any shape, slow."""
 import torch
 import triton
 import triton.language as tl
 
-CONFIG = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=32, GROUP_M=16, num_warps=8, num_stages=5)
+CONFIG = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=3)
 
 
 @triton.jit

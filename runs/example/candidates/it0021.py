@@ -1,10 +1,10 @@
-# NOTE: tuner: BLOCK_N 256->128 (one step down)
+# NOTE: tuner: BLOCK_M 128->32, BLOCK_K 64->32, GROUP_M 16->8, num_warps 8->4 (neighbours exhausted, random untried config) (skipped 1 config whose tiles need more than the 227 KB of shared memory a block has)
 """A naive Triton matmul, as a user writes it first: correct on any shape, slow."""
 import torch
 import triton
 import triton.language as tl
 
-CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=16, num_warps=8, num_stages=5)
+CONFIG = dict(BLOCK_M=32, BLOCK_N=256, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=5)
 
 
 @triton.jit

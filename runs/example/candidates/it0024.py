@@ -1,10 +1,10 @@
-# NOTE: tuner: BLOCK_M 128->32, BLOCK_N 256->32, BLOCK_K 64->128, GROUP_M 16->1, num_stages 5->2 (neighbours exhausted, random untried config)
+# NOTE: tuner: BLOCK_M 128->64, BLOCK_N 256->128, GROUP_M 16->1, num_warps 8->4, num_stages 5->2 (neighbours exhausted, random untried config)
 """A naive Triton matmul, as a user writes it first: correct on any shape, slow."""
 import torch
 import triton
 import triton.language as tl
 
-CONFIG = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=128, GROUP_M=1, num_warps=8, num_stages=2)
+CONFIG = dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=1, num_warps=4, num_stages=2)
 
 
 @triton.jit

@@ -1,10 +1,10 @@
-# NOTE: tuner: BLOCK_N 256->64, BLOCK_K 64->128, GROUP_M 16->8, num_warps 8->4, num_stages 5->3 (random jump, p=0.15)
+# NOTE: tuner: BLOCK_M 128->64, BLOCK_N 256->128, GROUP_M 16->4, num_stages 5->4 (random jump, p=0.15)
 """A naive Triton matmul, as a user writes it first: correct on any shape, slow."""
 import torch
 import triton
 import triton.language as tl
 
-CONFIG = dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=128, GROUP_M=8, num_warps=4, num_stages=3)
+CONFIG = dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=4, num_warps=8, num_stages=4)
 
 
 @triton.jit
