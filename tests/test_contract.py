@@ -363,3 +363,26 @@ def test_prompt_states_every_allowed_name_and_nemotron_sends_it():
     # Every dotted name the prompt offers is one the checker accepts in a launcher or kernel.
     for n in re.findall(r"\b(triton\.(?:cdiv|next_power_of_2))\b", text):
         assert contract.check(launcher(f"x = {n}(M)"), SPEC) == [], n
+
+
+def test_every_name_the_table_offers_is_accepted_where_it_says():
+    """The table is the checker's only source: each listed name passes in its place, so the
+    prompt never offers what the contract would reject."""
+    names = lambda key: contract.TABLE[key][2]   # noqa: E731
+    withmath = lambda code: "import math\n" + code   # noqa: E731
+    uses = [launcher(f"x = a.{n}") for n in names("tensor_attrs")]
+    uses += [launcher(f"x = a.{n}()") for n in names("tensor_meta") + names("tensor_views")]
+    uses += [launcher(f"x = torch.{n}((1,))") for n in names("torch")]
+    uses += [launcher(f"x = torch.{n}\ny = tl.{n}") for n in names("dtypes")]
+    uses += [launcher(f"x = torch.cuda.{n}(a.device)") for n in names("torch_cuda")]
+    uses += [launcher(f"x = triton.{n}(M)") for n in names("triton")]
+    uses += [withmath(launcher(f"x = math.{n}")) for n in names("math")]
+    uses += [launcher(f"x = a.device.{n}") for n in names("meta_attrs")]
+    uses += [launcher(f"x = CONFIG.{n}('BLOCK_M')") for n in names("config")]
+    uses += [launcher(f"x = {n}(M)") for n in names("builtins")]
+    uses += [kernel(f"t = tl.{n}") for n in names("jit_tl")]
+    uses += [kernel(f"t = tl.math.{n}(pid)\nu = tl.extra.cuda.libdevice.{n}(pid)") for n in names("jit_math")]
+    uses += [kernel(f"t = pid.{n}") for n in names("jit_value")]
+    uses += [kernel(f"t = {n}(pid)") for n in names("jit_builtins")]
+    for code in uses:
+        assert contract.check(code, SPEC) == [], code[-300:]
