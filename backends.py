@@ -44,17 +44,28 @@ def failed_result(backend: str, synthetic: bool, stage: str, error: str, **meta)
             "synthetic": synthetic, "backend_meta": meta}
 
 
-def stage_job(spec, candidate: Path, champion: Path, workdir: Path) -> dict[str, Path]:
-    """Copy what one checker run needs into `workdir`; return the (absolute) paths by role."""
+def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path) -> dict[str, Path]:
+    """Copy what one checker run needs into `workdir`; return the (absolute) paths by role.
+    A side given as None is the spec's reference run in torch (`baseline: torch`): it has no
+    file, and `side_args` says so to the checker."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    files = {"spec": workdir / "spec.json", "candidate": workdir / "candidate.py",
-             "champion": workdir / "champion.py", "checker": workdir / "check.py"}
+    files = {"spec": workdir / "spec.json", "checker": workdir / "check.py"}
     files["spec"].write_text(json.dumps(spec.to_checker(), indent=1))
-    shutil.copyfile(candidate, files["candidate"])
-    shutil.copyfile(champion, files["champion"])
+    for side, src in (("candidate", candidate), ("champion", champion)):
+        if src is not None:
+            files[side] = workdir / f"{side}.py"
+            shutil.copyfile(src, files[side])
     shutil.copyfile(CHECKER, files["checker"])
     return files
+
+
+def side_args(files: dict) -> list[str]:
+    """The checker's candidate and champion arguments: a file, or `--<side>-torch`."""
+    out = []
+    for side in ("candidate", "champion"):
+        out += [f"--{side}", str(files[side])] if side in files else [f"--{side}-torch"]
+    return out
 
 
 def parse_child(out, backend: str, synthetic: bool, log_path: Path | None) -> dict:
@@ -132,10 +143,9 @@ class LocalBackend(Backend):
         self.env_extra = pycache_env()
 
     def evaluate(self, spec, candidate, champion, workdir, configs=None):
-        f = stage_job(spec, Path(candidate), Path(champion), Path(workdir))
-        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate",
-               str(f["candidate"]), "--champion", str(f["champion"]), "--mode", "gpu",
-               "--backend", self.name, *self.extra_args]
+        f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
+        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
+               "--mode", "gpu", "--backend", self.name, *self.extra_args]
         out = run_child(cmd, self.timeout_s, cwd=str(workdir), env_extra=self.env_extra)
         return parse_child(out, self.name, False, Path(workdir) / "checker.log")
 
@@ -160,10 +170,9 @@ class SyntheticBackend(Backend):
     def evaluate(self, spec, candidate, champion, workdir, configs=None):
         from checker.check import roofline, summarize, ceilings_for
         self.jobs += 1
-        f = stage_job(spec, Path(candidate), Path(champion), Path(workdir))
-        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate",
-               str(f["candidate"]), "--champion", str(f["champion"]), "--mode", "interpret",
-               "--backend", self.name, "--synthetic"]
+        f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
+        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
+               "--mode", "interpret", "--backend", self.name, "--synthetic"]
         out = run_child(cmd, self.timeout_s, cwd=str(workdir),
                         env_extra={"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
         res = parse_child(out, self.name, True, Path(workdir) / "checker.log")
@@ -174,17 +183,23 @@ class SyntheticBackend(Backend):
         shape = spec.shapes[0]
         _, nbytes = spec.cost_of(shape)
         cfgs = {}
-        for side, path in (("candidate", f["candidate"]), ("champion", f["champion"])):
-            cfg = (configs or {}).get(side) or read_config(path.read_text())
+        for side in ("candidate", "champion"):
+            if side not in f:   # the torch reference: no CONFIG, modeled as a vendor kernel
+                continue
+            cfg = (configs or {}).get(side) or read_config(f[side].read_text())
             if cfg is None:
                 res.update(ok=False, stage="timing",
                            error=f"synthetic timing needs a CONFIG literal in the {side}")
                 return res
             cfgs[side] = cfg
         warm, reps = spec.timing["warmup"], spec.timing["reps"]
+        flops, _ = spec.cost_of(shape)
         try:
-            means = {side: perfmodel.predict_ms(spec.model, shape, cfg, nbytes)
-                     for side, cfg in cfgs.items()}
+            means = {side: perfmodel.predict_ms(spec.model, shape, cfgs[side], nbytes)
+                     if side in cfgs else perfmodel.torch_ms(spec.model, flops, nbytes)
+                     for side in ("candidate", "champion")}
+            if len(cfgs) < 2:
+                res["timing_model"] += f"; torch side: {perfmodel.TORCH_MODEL}"
         except perfmodel.ModelError as e:
             res.update(ok=False, stage="timing", error=f"(synthetic) {e}")
             return res
@@ -197,6 +212,10 @@ class SyntheticBackend(Backend):
         res["ceilings"] = ceil
         res["stage"] = "done"
         return res
+
+
+def _path(p) -> Path | None:
+    return None if p is None else Path(p)
 
 
 def cuda_visible() -> tuple[bool, str]:

@@ -345,7 +345,7 @@ class NebiusBackend(Backend):
     def evaluate(self, spec, candidate, champion, workdir, configs=None):
         workdir = Path(workdir)
         job = _Job(self.settings.for_spec(spec), self.say)
-        files = stage_job(spec, Path(candidate), Path(champion), workdir)
+        files = stage_job(spec, candidate and Path(candidate), champion and Path(champion), workdir)
         files["entry"] = write_entry(workdir)
         try:
             result = self._run_job(job, spec, files, workdir)

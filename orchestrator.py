@@ -3,6 +3,9 @@
 
   python orchestrator.py --spec specs/matmul.yaml
   python orchestrator.py --resume runs/<id>
+  python orchestrator.py new NAME --from MODULE:FUNCTION --shape 4096x8192 --dtype bf16
+  python orchestrator.py new NAME --from-kernelbench PROBLEM.py
+  python orchestrator.py check --spec specs/NAME.yaml KERNEL.py
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import contract
 import decision
+import torchstart
 from backends import Backend, BackendError
 from factories import make_backend
 from proposer import Proposal, ProposalContext
@@ -77,6 +81,8 @@ def make_proposer(kind: str, spec: Spec, seed: int):
             raise UserError("--proposer llm needs KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL")
     if llm is not None:
         return llm, f"LLM proposer: {llm.describe().get('model')} at {llm.describe().get('endpoint_host')}"
+    if spec.torch_baseline:   # nothing for the tuner to tune: stop before any run folder exists
+        raise UserError(torchstart.TUNER_REFUSAL)
     why = "no LLM endpoint configured (KERNLOOP_LLM_API_KEY / KERNLOOP_LLM_BASE_URL unset): " \
           if kind == "auto" else ""
     return Tuner(spec.search_space, seed=seed), why + "using the built-in tuner (rewrites CONFIG only)"
@@ -128,6 +134,11 @@ class State:
         self.last_promoted = False
         self.baseline_done = False
         self.research_queries = 0
+        self.torch_start = False   # `baseline: torch`: the baseline champion is the reference in torch
+
+    @property
+    def champion_is_torch(self) -> bool:
+        return self.torch_start and self.champion_id == "baseline"
 
     def end_fields(self) -> dict:
         """run_end's fields that the state knows: trajectory.end_run(log, stopped, reason,
@@ -226,7 +237,8 @@ def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run
         ev["decision"] = {"verdict": "invalid", "promoted": False,
                           "reason": "contract: " + "; ".join(reasons[:5]), "rule": None}
         return ev, False
-    result = backend.evaluate(spec, run_dir / rel, champ_path, run_dir / "jobs" / cid,
+    result = backend.evaluate(spec, run_dir / rel, None if st.champion_is_torch else champ_path,
+                              run_dir / "jobs" / cid,
                               configs={"candidate": ev["candidate_config"], "champion": st.champion_config})
     ev["result"] = result
     ev["decision"] = decision.decide(result, min_gain=min_gain, sigma=sigma)
@@ -265,7 +277,10 @@ def start_run(args, spec: Spec) -> Path:
         probe.unlink()
     except OSError as e:
         raise UserError(f"cannot write the run folder under {out}: {e.strerror or e}") from None
-    shutil.copyfile(spec.baseline, run_dir / "baseline.py")
+    if spec.torch_baseline:   # shown to the proposer and on the page; the checker times torch itself
+        (run_dir / "baseline.py").write_text(torchstart.champion_text(spec), encoding="utf-8")
+    else:
+        shutil.copyfile(spec.baseline, run_dir / "baseline.py")
     return run_dir
 
 
@@ -292,15 +307,17 @@ def loop(args) -> int:
         run_id = rs["run_id"]
     else:
         spec = load_spec(args.spec)
-        run_dir = start_run(args, spec)
-        run_id = run_dir.name
-    args.run_dir = run_dir   # for the resume hint on Ctrl-C
+        run_dir = None
     budget = spec.loop["iterations"] if args.iterations is None else args.iterations
     patience = spec.loop["patience"] if args.patience is None else args.patience
     min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop.get("sigma", 2.0))
 
     backend, backend_why = make_backend(args.backend, seed=args.seed)
     proposer, proposer_note = make_proposer(args.proposer, spec, args.seed + len(resume_events))
+    if run_dir is None:
+        run_dir = start_run(args, spec)
+        run_id = run_dir.name
+    args.run_dir = run_dir   # for the resume hint on Ctrl-C
     # The tuner only changes numbers inside the search space: research would spend Tavily
     # credits on notes nobody reads, so it runs only for an LLM proposer.
     researcher = None if isinstance(proposer, Tuner) else make_researcher()
@@ -318,6 +335,7 @@ def loop(args) -> int:
         say(f"{tag}kernloop: research source: {researcher.source}")
 
     st = State()
+    st.torch_start = spec.torch_baseline
     t_start = time.monotonic()
     if not args.resume:
         desc = proposer.describe()
@@ -338,8 +356,8 @@ def loop(args) -> int:
 
     if not st.baseline_done:
         st.champion_config = contract.read_config((run_dir / "baseline.py").read_text())
-        bres = backend.evaluate(spec, run_dir / "baseline.py", run_dir / "baseline.py",
-                                run_dir / "jobs" / "baseline",
+        base = None if st.torch_start else run_dir / "baseline.py"   # None: the torch reference
+        bres = backend.evaluate(spec, base, base, run_dir / "jobs" / "baseline",
                                 configs={"candidate": st.champion_config, "champion": st.champion_config})
         log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
                    candidate_config=st.champion_config, result=bres)
@@ -401,7 +419,8 @@ def loop(args) -> int:
             do_research("streak")
         render_page(run_dir)
 
-    shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")
+    if not st.champion_is_torch:   # a torch champion has no kernel file
+        shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")
     champ_mean = st.champion_profile.get("mean_ms")
     speedup = end_run(log, stopped, why, **st.end_fields(), duration_s=time.monotonic() - t_start)["speedup"]
     page_path = render_page(run_dir)
@@ -413,7 +432,8 @@ def loop(args) -> int:
     label = " (SYNTHETIC: modeled timings, not measurements)" if backend.synthetic else ""
     print(f"{tag}done: {why}. champion {st.champion_id}: "
           + (f"{champ_mean:.4f} ms, {speedup:.2f}x the baseline{label}" if speedup else "no timing"))
-    print(f"champion kernel: {run_dir / 'champion.py'}")
+    print("champion: the torch reference (no candidate beat it)" if st.champion_is_torch
+          else f"champion kernel: {run_dir / 'champion.py'}")
     print(f"page: {page_path or run_dir / 'trajectory.html'}")
     if fatal:
         print(f"error: {fatal}", file=sys.stderr)
@@ -432,6 +452,11 @@ def _research_due(streak: int, spec: Spec) -> bool:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in ("new", "check"):   # subcommands; `--spec S` is the loop
+        import checkcmd
+        import onramp
+        return (onramp.main if argv[0] == "new" else checkcmd.main)(argv[1:])
     args = parse_args(argv)
     if not args.quiet:   # the LLM client logs one line per proposal on the kernloop.* loggers
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)

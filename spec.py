@@ -3,12 +3,17 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 DTYPES = ("float16", "bfloat16", "float32")
+INT_DTYPES = ("int64", "int32")           # inputs only (class labels, indices): dist randint
+DISTS = ("normal", "uniform", "rand", "randint")   # randn, U(-1,1), torch.rand U[0,1), randint
+TORCH_BASELINE = "torch"                  # `baseline: torch`: the reference is the time to beat
+REFERENCE_FILE = re.compile(r"^(?P<file>[^:\s]+\.py):(?P<fn>[A-Za-z_]\w*)$")
 MODELS = ("matmul", "rowwise", "gemv", "elementwise")
 KNOWN_FIELDS = {"name", "description", "entry", "baseline", "dtype", "check_dtype", "inputs", "output",
                 "reference", "tolerance", "shapes", "check_shapes", "cost", "timing", "loop", "model",
@@ -28,7 +33,7 @@ class Spec:
     name: str
     description: str
     entry: str
-    baseline: Path
+    baseline: Path | None          # None: `baseline: torch` (the reference itself is timed)
     dtype: str
     check_dtype: str
     inputs: list[dict]
@@ -44,6 +49,12 @@ class Spec:
     search_space: dict = field(default_factory=dict)
     compare: dict = field(default_factory=dict)   # label -> torch expression a user would pick
     nebius: dict = field(default_factory=dict)    # per-spec Nebius job settings (env wins)
+    reference_source: str | None = None   # `reference: file.py:fn`: the file's text (sent to the checker)
+    reference_fn: str | None = None
+
+    @property
+    def torch_baseline(self) -> bool:
+        return self.baseline is None
 
     @property
     def input_names(self) -> list[str]:
@@ -59,7 +70,8 @@ class Spec:
     def to_checker(self) -> dict:
         """The resolved spec the checker reads (plain JSON, no paths)."""
         d = {k: getattr(self, k) for k in ("name", "entry", "dtype", "check_dtype", "inputs", "output",
-                                             "reference", "tolerance", "shapes", "check_shapes", "cost", "timing")}
+                                             "reference", "tolerance", "shapes", "check_shapes", "cost", "timing",
+                                             "reference_source", "reference_fn")}
         flops, nbytes = self.cost_of(self.shapes[0])
         d["cost_timed"] = {"flops": flops, "bytes": nbytes}   # the checker evaluates no formulas
         return json.loads(json.dumps(d))
@@ -152,9 +164,11 @@ def load_spec(path) -> Spec:
     entry = _req(raw, "entry", path, "", str)
     if not entry.isidentifier():
         raise SpecError(path, "entry", f"{entry!r} is not a Python identifier")
-    base = path.parent / _req(raw, "baseline", path, "", str)
-    if not base.is_file():
-        raise SpecError(path, "baseline", f"file {base} not found (paths are relative to the spec)")
+    base = _req(raw, "baseline", path, "", str)
+    base = None if base == TORCH_BASELINE else path.parent / base
+    if base is not None and not base.is_file():
+        raise SpecError(path, "baseline", f"file {base} not found (paths are relative to the spec; "
+                        f"'{TORCH_BASELINE}' starts from the reference itself)")
     dtype = raw.get("dtype", "bfloat16")
     if dtype not in DTYPES:
         raise SpecError(path, "dtype", f"must be one of {DTYPES}, got {dtype!r}")
@@ -179,10 +193,7 @@ def load_spec(path) -> Spec:
                 raise SpecError(path, where + "shape", f"entries must be symbols or positive ints, got {s!r}")
             if isinstance(s, str) and s not in symbols:
                 symbols.append(s)
-        if inp.get("dtype", dtype) not in DTYPES:
-            raise SpecError(path, where + "dtype", f"must be one of {DTYPES}")
-        if inp.get("dist", "normal") not in ("normal", "uniform"):
-            raise SpecError(path, where + "dist", "must be 'normal' or 'uniform'")
+        _input_dist(inp, path, where, dtype)
     names = [i["name"] for i in inputs]
     if len(set(names)) != len(names):
         raise SpecError(path, "inputs", f"duplicate input names {names}")
@@ -193,10 +204,11 @@ def load_spec(path) -> Spec:
         if isinstance(s, str) and s not in symbols:
             raise SpecError(path, "output.shape", f"symbol {s!r} is not used by any input")
     reference = _req(raw, "reference", path, "", str)
-    try:
-        ast.parse(reference, mode="eval")
-    except SyntaxError as e:
-        raise SpecError(path, "reference", f"not a valid Python expression: {e.msg}") from None
+    ref_source, ref_fn = _reference(reference, path)
+    for i, inp in enumerate(inputs):   # a randint bound may be a shape symbol
+        for k in ("low", "high"):
+            if isinstance(inp.get(k), str) and inp[k] not in symbols:
+                raise SpecError(path, f"inputs[{i}].{k}", f"symbol {inp[k]!r} is not used by any input")
 
     tol = raw.get("tolerance")
     if isinstance(tol, dict):
@@ -264,12 +276,58 @@ def load_spec(path) -> Spec:
         if not isinstance(v, (str, int)):
             raise SpecError(path, f"nebius.{k}", "must be a string")
 
-    return Spec(path=path, compare=dict(compare), nebius={k: str(v) for k, v in nebius.items()}, name=name, description=str(raw.get("description", "")), entry=entry,
+    return Spec(path=path, reference_source=ref_source, reference_fn=ref_fn, compare=dict(compare), nebius={k: str(v) for k, v in nebius.items()}, name=name, description=str(raw.get("description", "")), entry=entry,
                 baseline=base, dtype=dtype, check_dtype=check_dtype,
-                inputs=[{"name": i["name"], "shape": list(i["shape"]), "dtype": i.get("dtype", dtype),
-                         "dist": i.get("dist", "normal"), "scale": float(i.get("scale", 1.0))}
-                        for i in inputs],
+                inputs=[_input_entry(i, dtype) for i in inputs],
                 output={"shape": list(oshape), "dtype": output.get("dtype", dtype)},
                 reference=reference, tolerance=float(tol), shapes=shapes, check_shapes=check_shapes,
                 cost=dict(cost), timing=timing, loop=loop, model=model, search_space=space)
 
+
+
+def _input_dist(inp: dict, path, where: str, dtype: str) -> None:
+    """An input's dtype and distribution: floats are normal/uniform/rand, integers randint."""
+    dt, dist = inp.get("dtype", dtype), inp.get("dist", "normal")
+    if dt not in DTYPES + INT_DTYPES:
+        raise SpecError(path, where + "dtype", f"must be one of {DTYPES + INT_DTYPES}, got {dt!r}")
+    if dist not in DISTS:
+        raise SpecError(path, where + "dist", f"must be one of {DISTS}, got {dist!r}")
+    if (dt in INT_DTYPES) != (dist == "randint"):
+        raise SpecError(path, where + "dist", "integer inputs take dist randint (with high), "
+                        "and randint needs an integer dtype (int64, int32)")
+    if dist == "randint":
+        for k in ("low", "high"):
+            v = inp.get(k, 0 if k == "low" else None)
+            if not (isinstance(v, str) and v.isidentifier()) and not (isinstance(v, int) and not isinstance(v, bool)):
+                raise SpecError(path, where + k, f"randint needs {k} as an integer or a shape symbol, got {v!r}")
+
+
+def _input_entry(i: dict, dtype: str) -> dict:
+    out = {"name": i["name"], "shape": list(i["shape"]), "dtype": i.get("dtype", dtype),
+           "dist": i.get("dist", "normal"), "scale": float(i.get("scale", 1.0))}
+    if out["dist"] == "randint":
+        out.update(low=i.get("low", 0), high=i["high"])
+    return out
+
+
+def _reference(reference: str, path: Path) -> tuple[str | None, str | None]:
+    """(source, function) for `reference: file.py:fn`, (None, None) for an expression."""
+    m = REFERENCE_FILE.match(reference.strip())
+    if m is None:
+        try:
+            ast.parse(reference, mode="eval")
+        except SyntaxError as e:
+            raise SpecError(path, "reference", f"not a valid Python expression (nor file.py:function): "
+                            f"{e.msg}") from None
+        return None, None
+    f = path.parent / m["file"]
+    if not f.is_file():
+        raise SpecError(path, "reference", f"file {f} not found (paths are relative to the spec)")
+    source = f.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise SpecError(path, "reference", f"{f}: syntax error at line {e.lineno}: {e.msg}") from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name == m["fn"] for n in tree.body):
+        raise SpecError(path, "reference", f"{f} defines no top-level function {m['fn']!r}")
+    return source, m["fn"]

@@ -6,7 +6,8 @@ Prints exactly ONE line `KERNLOOP_RESULT {json}` on stdout whatever happens; the
 own prints go to stderr. Exit status 0 means the line was written (pass or fail); non-zero
 means the harness itself broke.
 
-  python checker/check.py --spec spec.json --candidate cand.py --champion champ.py
+  python checker/check.py --spec spec.json (--candidate cand.py | --candidate-torch)
+         (--champion champ.py | --champion-torch)
          [--mode gpu|interpret] [--no-timing] [--flush read|rotate|zero|none] [--draws 3]
          [--settle-us 200] [--no-prewarm] [--profile]
 
@@ -92,7 +93,8 @@ def roofline(stats: dict | None, cost: dict, ceil: dict | None) -> dict | None:
 # ---------------------------------------------------------------- inputs and reference
 
 def torch_dtype(torch, name: str):
-    return {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[name]
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+            "int64": torch.int64, "int32": torch.int32}[name]
 
 
 def resolve_dims(dims, shape: dict) -> tuple:
@@ -106,18 +108,64 @@ def make_inputs(torch, spec: dict, shape: dict, device, dtype_of, seed: int) -> 
     out = []
     for inp in spec["inputs"]:
         dims = resolve_dims(inp["shape"], shape)
-        if inp.get("dist", "normal") == "uniform":
-            x = torch.rand(dims, generator=g, device=device, dtype=torch.float32) * 2 - 1
+        dist = inp.get("dist", "normal")
+        if dist == "randint":   # integer inputs (class labels, indices); bounds may be symbols
+            lo, hi = (shape[b] if isinstance(b, str) else int(b) for b in (inp["low"], inp["high"]))
+            out.append(torch.randint(lo, hi, dims, generator=g, device=device,
+                                     dtype=dtype_of(inp["dtype"])))
+            continue
+        if dist in ("uniform", "rand"):   # U(-1, 1), or torch.rand's U[0, 1)
+            x = torch.rand(dims, generator=g, device=device, dtype=torch.float32)
+            x = x * 2 - 1 if dist == "uniform" else x
         else:
             x = torch.randn(dims, generator=g, device=device, dtype=torch.float32)
         out.append((x * inp.get("scale", 1.0)).to(dtype_of(inp["dtype"])).contiguous())
     return out
 
 
+_REFERENCE_FNS: dict = {}
+
+
+def reference_callable(torch, spec: dict):
+    """The spec's reference as a function of the inputs: its expression, or the function of a
+    `reference: file.py:fn` (whose source the spec carries; executed once, here, trusted)."""
+    if spec.get("reference_source") is None:
+        names = [i["name"] for i in spec["inputs"]]
+        code = compile(spec["reference"], "<reference>", "eval")
+        glb = {"torch": torch, "F": torch.nn.functional, "math": math}
+        return lambda *xs: eval(code, glb, dict(zip(names, xs)))
+    key = spec["reference_source"], spec["reference_fn"]
+    if key not in _REFERENCE_FNS:
+        ns = {"__name__": "kernloop_reference"}
+        exec(compile(spec["reference_source"], spec["reference"].split(":")[0], "exec"), ns)
+        _REFERENCE_FNS[key] = ns[spec["reference_fn"]]
+    return _REFERENCE_FNS[key]
+
+
 def reference(torch, spec: dict, inputs: list, ref_dtype):
-    env = {i["name"]: x.to(ref_dtype) for i, x in zip(spec["inputs"], inputs)}
-    r = eval(spec["reference"], {"torch": torch, "F": torch.nn.functional, "math": math}, env)
-    return r.to(ref_dtype)
+    """The reference on upcast copies of the floating inputs (integer inputs stay as they are)."""
+    xs = [x.to(ref_dtype) if x.is_floating_point() else x for x in inputs]
+    with torch.no_grad():
+        return reference_callable(torch, spec)(*xs).to(ref_dtype)
+
+
+def torch_side(torch, spec: dict, out_dtype, expr: str | None = None):
+    """The reference (or a `compare:` expression, which may call a reference file's functions)
+    run in the native dtype, as a timed side: `baseline: torch`, peers. What a user gets from
+    torch without KernLoop. Only the checker runs it; it is never a candidate file (the contract
+    forbids torch compute in kernel files)."""
+    fn = reference_callable(torch, spec)
+    if expr is not None:
+        names = [i["name"] for i in spec["inputs"]]
+        ref_ns = fn.__globals__ if spec.get("reference_source") is not None else {}
+        glb = {**ref_ns, "torch": torch, "F": torch.nn.functional, "math": math}
+        code = compile(expr, "<compare>", "eval")
+        fn = lambda *xs: eval(code, glb, dict(zip(names, xs)))   # noqa: E731
+
+    def run_torch(*xs):
+        with torch.no_grad():
+            return fn(*xs).to(out_dtype)
+    return run_torch
 
 
 def load_module(path: str, name: str):
@@ -458,10 +506,12 @@ def run(args, result: dict) -> None:
     sys.addaudithook(_audit)       # cannot be removed: network, fork and exec stay blocked
     _audit_armed[0] = True
     try:
-        cand = load_module(args.candidate, "kernloop_candidate")
-        fn = getattr(cand, spec["entry"])
+        fn = torch_side(torch, spec, out_dtype) if args.candidate_torch else \
+            getattr(load_module(args.candidate, "kernloop_candidate"), spec["entry"])
     except Exception as e:
         raise Reject("load", f"candidate failed to load: {type(e).__name__}: {e}")
+    # A torch side computes with torch by design: only Triton candidates are held to the op list.
+    check_ops_ = (lambda *a: None) if args.candidate_torch else check_ops
 
     # 2. Correctness on every shape, several fresh draws each.
     result["stage"] = "correctness"
@@ -491,7 +541,7 @@ def run(args, result: dict) -> None:
             with rec:    # every call under the dispatcher's eye: torch must not compute the op
                 out = fn(*case["inputs"])
             sync()
-            check_ops(rec.ops, allowed, "correctness")
+            check_ops_(rec.ops, allowed, "correctness")
         except Reject:
             raise
         except Exception as e:
@@ -525,8 +575,8 @@ def run(args, result: dict) -> None:
     result["stage"] = "timing"
     _phase(result, "timing")
     try:
-        champ = load_module(args.champion, "kernloop_champion")
-        champ_fn = getattr(champ, spec["entry"])
+        champ_fn = torch_side(torch, spec, out_dtype) if args.champion_torch else \
+            getattr(load_module(args.champion, "kernloop_champion"), spec["entry"])
     except Exception as e:
         raise Reject("harness", f"champion failed to load: {type(e).__name__}: {e}")
     timed = spec["shapes"][0]
@@ -566,7 +616,7 @@ def run(args, result: dict) -> None:
         except Reject as rj:
             raise Reject("timing", f"output of timed call {r} is wrong: {rj}", False)
         rel_l2[lbl] = max(rel, rel_l2.get(lbl, 0.0))
-    check_ops(rec.ops, allowed, "timing")   # torch taking over once timing starts
+    check_ops_(rec.ops, allowed, "timing")   # torch taking over once timing starts
     result["spot_checked_reps"] = sorted(kept)
     check_guards(guards, torch)
     if audit_seen:
@@ -629,8 +679,12 @@ def emit_line(fd: int, result: dict) -> bool:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--spec", required=True, help="resolved spec JSON")
-    p.add_argument("--candidate", required=True, help="candidate kernel file")
-    p.add_argument("--champion", required=True, help="champion kernel file")
+    p.add_argument("--candidate", help="candidate kernel file")
+    p.add_argument("--champion", help="champion kernel file")
+    p.add_argument("--candidate-torch", action="store_true",
+                   help="the candidate is the spec's reference run in torch in the native dtype")
+    p.add_argument("--champion-torch", action="store_true",
+                   help="the champion is the spec's reference run in torch (baseline: torch)")
     p.add_argument("--mode", choices=["gpu", "interpret"], default="gpu")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
@@ -648,7 +702,11 @@ def parse_args(argv=None):
     p.add_argument("--profile", action="store_true", help="print a cProfile summary to stderr")
     p.add_argument("--backend", default="local", help="label written into the result line")
     p.add_argument("--synthetic", action="store_true", help="label the result synthetic")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    for side in ("candidate", "champion"):
+        if not getattr(a, side) and not getattr(a, side + "_torch"):
+            p.error(f"one of --{side} or --{side}-torch is required")
+    return a
 
 
 def main(argv=None) -> int:

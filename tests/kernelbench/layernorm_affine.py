@@ -1,0 +1,28 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Affine LayerNorm over the last three dims (a KernLoop test problem)."""
+
+    def __init__(self, normalized_shape: tuple):
+        super().__init__()
+        self.ln = nn.LayerNorm(normalized_shape=normalized_shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ln(x)
+
+
+batch_size = 8
+features = 32
+dim1 = 64
+dim2 = 96
+
+
+def get_inputs():
+    x = torch.randn(batch_size, features, dim1, dim2)
+    return [x]
+
+
+def get_init_inputs():
+    return [(features, dim1, dim2)]
