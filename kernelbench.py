@@ -172,8 +172,8 @@ def draft(name: str, path: Path, dtype: str | None, dist: str | None) -> Draft:
                          "a randint bound")
     params = named("params", "a parameter size")
     init = named("init", "an init argument")
-    symbols = {}
-    for shp in in_shapes + [s for _, s in params]:
+    symbols = {}   # sizes of get_inputs() tensors; a size only parameters have (kernel_size) stays fixed
+    for shp in in_shapes:
         for s in shp:
             if isinstance(s, Sym) and str(s) not in symbols:
                 symbols[str(s)] = s.value

@@ -92,7 +92,7 @@ def test_new_from_own_function_with_two_inputs_and_a_baseline(tmp_path):
     good = (KERNELS / "gelu_triton.py").read_text().replace("def gelu(x):", "def scale_rows(x, w):")
     (tmp_path / "base.py").write_text(good)
     s = new(tmp_path / "specs", *args, "--baseline", tmp_path / "base.py", "--force")
-    assert s.baseline == (tmp_path / "base.py").resolve() or s.baseline.resolve() == (tmp_path / "base.py").resolve()
+    assert s.baseline.resolve() == (tmp_path / "base.py").resolve()
     assert s.search_space["BLOCK_SIZE"] and s.search_space["num_warps"]
 
 
@@ -232,3 +232,60 @@ def test_torch_start_promotes_a_faster_first_triton_kernel(tmp_path):
     assert abs(torch_ms - base["champion"]["mean_ms"]) / torch_ms < 0.05   # the same modeled torch
     assert cand_ms < 0.98 * torch_ms and it["decision"]["promoted"]
     assert (run / "champion.py").read_text() == kernel
+
+
+def test_check_against_a_file_baseline(tmp_path):
+    p, line = _check(ROOT / "specs" / "softmax.yaml", ROOT / "specs" / "softmax_naive.py")
+    assert p.returncode == 0 and line["correct"] and line["baseline"] == "softmax_naive.py"
+    assert 0.9 < line["speedup"] < 1.1          # the baseline against itself (modeled, with noise)
+
+
+def test_a_torch_side_reaches_a_nebius_job_as_a_flag(tmp_path):
+    from backends import stage_job
+    from nebius_jobs import write_entry
+    spec = load_spec(ROOT / "specs" / "softmax.yaml")
+    files = stage_job(spec, spec.baseline, None, tmp_path)
+    entry = write_entry(tmp_path, "gpu", files).read_text()
+    assert "'--champion-torch'" in entry and "'candidate.py'" in entry
+    assert not (tmp_path / "champion.py").exists()
+
+
+SPEC = """name: t
+entry: f
+baseline: torch
+inputs:
+  - {name: x, shape: [B, C]}
+  - {name: y, shape: [B], %s}
+output: {shape: []}
+reference: "%s"
+tolerance: {rel_l2: 0.01}
+shapes: [{B: 8, C: 4}]
+cost: {flops: "B*C", bytes: "4*B*C"}
+"""
+
+
+@pytest.mark.parametrize("inp, ref, field", [
+    ("dtype: int64", "x.sum()", "inputs[1].dist"),                       # integers need randint
+    ("dist: randint, high: 4", "x.sum()", "inputs[1].dist"),             # randint needs an int dtype
+    ("dtype: int64, dist: randint", "x.sum()", "inputs[1].high"),        # ... and a bound
+    ("dtype: int64, dist: randint, high: Q", "x.sum()", "inputs[1].high"),   # unknown symbol
+    ("dtype: int8, dist: randint, high: 4", "x.sum()", "inputs[1].dtype"),
+    ("dtype: int64, dist: randint, high: C", "ref.py:nope", "reference"),   # no such function
+    ("dtype: int64, dist: randint, high: C", "missing.py:f", "reference"),  # no such file
+])
+def test_spec_rejects_bad_integer_inputs_and_reference_files(tmp_path, inp, ref, field):
+    from spec import SpecError
+    (tmp_path / "ref.py").write_text("def f(x, y):\n    return x.sum()\n")
+    (tmp_path / "s.yaml").write_text(SPEC % (inp, ref))
+    with pytest.raises(SpecError) as e:
+        load_spec(tmp_path / "s.yaml")
+    assert e.value.field == field
+
+
+def test_spec_with_integer_input_and_reference_file_loads(tmp_path):
+    (tmp_path / "ref.py").write_text("def f(x, y):\n    return x.sum() + y.sum()\n")
+    (tmp_path / "s.yaml").write_text(SPEC % ("dtype: int64, dist: randint, high: C", "ref.py:f"))
+    s = load_spec(tmp_path / "s.yaml")
+    assert s.torch_baseline and s.reference_fn == "f" and s.inputs[1]["high"] == "C"
+    xs, ref = cpu_reference(s, {"B": 8, "C": 4})
+    assert xs[1].dtype == torch.int64 and float(ref) == float(xs[0].sum() + xs[1].sum())
