@@ -241,13 +241,18 @@ def test_check_against_a_file_baseline(tmp_path):
 
 
 def test_a_torch_side_reaches_a_nebius_job_as_a_flag(tmp_path):
+    """The job's entry passes --champion-torch when no champion file was injected."""
     from backends import stage_job
     from nebius_jobs import write_entry
     spec = load_spec(ROOT / "specs" / "softmax.yaml")
     files = stage_job(spec, spec.baseline, None, tmp_path)
-    entry = write_entry(tmp_path, "gpu", files).read_text()
-    assert "'--champion-torch'" in entry and "'candidate.py'" in entry
-    assert not (tmp_path / "champion.py").exists()
+    assert "champion" not in files and not (tmp_path / "champion.py").exists()
+    (tmp_path / "check.py").write_text("import sys\nopen(sys.argv[0] + '.argv', 'w').write(' '.join(sys.argv[1:]))\n")
+    entry = write_entry(tmp_path)
+    subprocess.run([sys.executable, str(entry), "interpret"], check=True, timeout=60)
+    argv = (tmp_path / "check.py.argv").read_text().split()
+    assert "--champion-torch" in argv and argv[argv.index("--candidate") + 1] == str(tmp_path / "candidate.py")
+    assert "--champion" not in argv
 
 
 SPEC = """name: t
