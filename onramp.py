@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import importlib
 import importlib.util
 import inspect
@@ -121,9 +122,9 @@ def draft_from_function(name: str, target: str, shape: list[int], dtype: str,
                         extras: list[str], spec_dir: Path) -> Draft:
     fn, mod_name, mod_file = resolve_function(target)
     fn_name = target.rpartition(":")[2]
-    # Inputs are passed by position, so a name the contract forbids in kernel files (torch's
-    # `input`, a Python builtin) is renamed: input -> x, others get a trailing _.
-    params = [("x" if p == "input" else p + "_") if p in contract.FORBIDDEN_CALLS else p
+    # Inputs are passed by position, so a parameter that shadows a Python builtin (torch's
+    # `input`, which kernel files may not use) is renamed: input -> x, others get a trailing _.
+    params = [("x" if p == "input" else p + "_") if p in vars(builtins) else p
               for p in required_params(fn)]
     if not params:
         raise OnrampError(f"{target} takes no positional parameters: nothing to give it")
