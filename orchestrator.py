@@ -373,7 +373,7 @@ def loop(args) -> int:
         st.champion_profile = st.profile_from(bres)
         st.baseline_mean = st.champion_profile.get("mean_ms")
         mean = f"{st.baseline_mean:.4f} ms mean" if st.baseline_mean else "no timing (correctness only)"
-        say(f"{tag}baseline: {mean}, rel-L2 "
+        say(f"{tag}baseline{' (the torch reference)' if st.torch_start else ''}: {mean}, rel-L2 "
             + ", ".join(f"{k} {v:.1e}" for k, v in (bres.get("rel_l2") or {}).items() if v is not None))
 
     def do_research(trigger: str):
