@@ -204,8 +204,9 @@ def _run_reference(d: Draft, sizes: dict, flops=False, perturb=False):
     except Exception as e:   # noqa: BLE001 - the user's reference: report it, do not crash
         shape = "x".join(map(str, sizes.values()))
         raise OnrampError(f"the reference {d.reference} fails on inputs of shape {shape} "
-                          f"(every required parameter is given a tensor): {type(e).__name__}: "
-                          f"{str(e)[:300]}") from None
+                          f"(every required parameter is given a tensor; fix the others in a function "
+                          f"of your own, e.g. def f(x): return torch.softmax(x, -1)): "
+                          f"{type(e).__name__}: {str(e)[:300]}") from None
     if not isinstance(out, torch.Tensor):
         raise OnrampError(f"the reference {d.reference} returns {type(out).__name__}, not one tensor")
     return out
