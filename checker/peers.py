@@ -1,0 +1,151 @@
+"""Peers: what a user would run instead of KernLoop's kernel, built and timed beside it.
+
+The peers of a spec are its `compare:` entries (torch expressions over the input names; `liger`
+names Liger-Kernel's functions where that optional package is installed) and, always,
+`torch.compile` of the spec's reference. A peer that cannot be built, raises, or returns the wrong
+kind of tensor is logged in `skipped` with the reason and left out; it never fails the job.
+Timing goes through the checker's own interleaved timer and flush (`time_fn`, `flush`), so the
+peers are measured exactly as the champion is. Stdlib + torch (+ liger_kernel, optional) only.
+"""
+from __future__ import annotations
+
+import math
+import types
+
+COMPILE_LABEL = "torch.compile"
+
+
+def liger_namespace():
+    """Liger-Kernel's forward functions under short names, or None if it is not installed.
+
+    liger.softmax(x), liger.rms_norm(x, w, eps), liger.layer_norm(x, w, b, eps)."""
+    ns = {}
+    try:
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+        ns["softmax"] = LigerSoftmaxFunction.apply
+    except Exception:   # noqa: BLE001 - an optional package, any version
+        pass
+    try:
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+        ns["rms_norm"] = lambda x, w, eps: LigerRMSNormFunction.apply(x, w, eps)
+    except Exception:   # noqa: BLE001
+        pass
+    try:
+        from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+        ns["layer_norm"] = lambda x, w, b, eps: LigerLayerNormFunction.apply(x, w, b, eps)
+    except Exception:   # noqa: BLE001
+        pass
+    return types.SimpleNamespace(**ns) if ns else None
+
+
+def _env(torch, liger):
+    env = {"torch": torch, "F": torch.nn.functional, "math": math}
+    if liger is not None:
+        env["liger"] = liger
+    return env
+
+
+def expression_peer(torch, expr: str, names: list[str], liger):
+    """A callable evaluating a torch expression over the positional inputs named `names`."""
+    code = compile(expr, "<peer>", "eval")
+    if "liger" in code.co_names and liger is None:
+        raise LookupError("liger-kernel is not installed (optional: pip install liger-kernel)")
+    env = _env(torch, liger)
+    if "liger" in code.co_names:
+        missing = [n for n in _attrs_of(expr, "liger") if not hasattr(liger, n)]
+        if missing:
+            raise LookupError(f"this liger-kernel has no {', '.join(missing)}")
+    return lambda *a: eval(code, env, dict(zip(names, a)))
+
+
+def _attrs_of(expr: str, name: str) -> list[str]:
+    import ast
+    return sorted({n.attr for n in ast.walk(ast.parse(expr, mode="eval"))
+                   if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name})
+
+
+def compiled_reference(torch, reference: str, names: list[str], backend: str = "inductor"):
+    """torch.compile of the reference as a real function (dynamo cannot trace eval)."""
+    for n in names:
+        if not n.isidentifier():
+            raise ValueError(f"input name {n!r} is not an identifier")
+    src = f"def reference_fn({', '.join(names)}):\n    return {reference}\n"
+    ns = dict(_env(torch, None))
+    exec(compile(src, "<reference>", "exec"), ns)
+    return torch.compile(ns["reference_fn"], dynamic=False, backend=backend)
+
+
+def build(torch, spec: dict, with_compile: bool = True, backend: str = "inductor") -> tuple[dict, dict]:
+    """(label -> callable, label -> reason skipped) for the spec's peers (`spec` as the checker
+    reads it: inputs, reference, compare)."""
+    names = [i["name"] for i in spec["inputs"]]
+    liger = liger_namespace()
+    peers, skipped = {}, {}
+    for label, expr in (spec.get("compare") or {}).items():
+        try:
+            peers[label] = expression_peer(torch, expr, names, liger)
+        except Exception as e:   # noqa: BLE001 - a peer never fails the job
+            skipped[label] = f"{type(e).__name__}: {e}"
+    if with_compile:
+        try:
+            peers[COMPILE_LABEL] = compiled_reference(torch, spec["reference"], names, backend)
+        except Exception as e:   # noqa: BLE001
+            skipped[COMPILE_LABEL] = f"{type(e).__name__}: {e}"
+    return peers, skipped
+
+
+def screen(torch, peers: dict, inputs: list, ref) -> tuple[dict, dict, dict]:
+    """Run each peer once (this also compiles torch.compile's): keep those that return a tensor of
+    the reference's shape with finite values. Returns (kept, skipped reasons, rel-L2 per kept).
+    A peer is kept whatever its rel-L2 (it is what the user would run); the caller records it."""
+    kept, skipped, rel = {}, {}, {}
+    for label, fn in peers.items():
+        try:
+            out = fn(*inputs)
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(ref.shape):
+                raise TypeError(f"returned {type(out).__name__} "
+                                f"{tuple(getattr(out, 'shape', ()))}, expected shape {tuple(ref.shape)}")
+            o = out.to(ref.dtype)
+            if not bool(torch.isfinite(o).all()):
+                raise ValueError("output contains NaN or Inf")
+            d = float(torch.linalg.vector_norm(ref))
+            rel[label] = float(torch.linalg.vector_norm(o - ref)) / d if d > 0 else float("inf")
+            kept[label] = fn
+        except Exception as e:   # noqa: BLE001 - a peer that cannot run is logged and skipped
+            skipped[label] = f"{type(e).__name__}: {str(e)[:300]}"
+    return kept, skipped, rel
+
+
+def time_with_peers(torch, kernels: dict, peers: dict, arg_sets: list, warmup: int, reps: int,
+                    flush, time_fn, summarize, **timing_kw) -> tuple[dict, dict]:
+    """Time kernels and peers interleaved in one call of the checker's timer.
+
+    `time_fn(torch, fns, arg_sets, warmup, reps, flush, **timing_kw)` returns samples per fn
+    first (checker.check.time_ab); `summarize(samples, warmup)` gives the stats. If the joint
+    timing raises, the peers are timed one at a time with the kernels so one bad peer only
+    loses itself. Returns ({label: stats} for kernels and peers, {label: reason} for failures)."""
+    labels, fns = list(kernels) + list(peers), list(kernels.values()) + list(peers.values())
+    failed = {}
+    try:
+        samples = time_fn(torch, fns, arg_sets, warmup, reps, flush, **timing_kw)[0]
+        return {lbl: summarize(s, warmup) for lbl, s in zip(labels, samples)}, failed
+    except Exception as e:   # noqa: BLE001
+        first = f"{type(e).__name__}: {str(e)[:300]}"
+    stats = {}
+    for label, fn in peers.items():
+        try:
+            s = time_fn(torch, [fn], arg_sets, warmup, reps, flush, **timing_kw)[0][0]
+            stats[label] = summarize(s, warmup)
+        except Exception as e:   # noqa: BLE001
+            failed[label] = f"failed while timed: {type(e).__name__}: {str(e)[:300]}"
+    samples = time_fn(torch, list(kernels.values()), arg_sets, warmup, reps, flush, **timing_kw)[0]
+    stats.update({lbl: summarize(s, warmup) for lbl, s in zip(kernels, samples)})
+    if not failed:
+        failed["(joint timing)"] = f"peers timed apart from the kernels after: {first}"
+    return stats, failed
+
+
+def best_peer(peer_stats: dict, key: str = "median_ms") -> tuple[str, dict] | None:
+    """(label, stats) of the fastest peer by `key`, or None."""
+    timed = [(lbl, s) for lbl, s in (peer_stats or {}).items() if s and s.get(key)]
+    return min(timed, key=lambda ls: ls[1][key]) if timed else None
