@@ -71,7 +71,7 @@ class Spec:
         """The resolved spec the checker reads (plain JSON, no paths)."""
         d = {k: getattr(self, k) for k in ("name", "entry", "dtype", "check_dtype", "inputs", "output",
                                              "reference", "tolerance", "shapes", "check_shapes", "cost", "timing",
-                                             "reference_source", "reference_fn")}
+                                             "reference_source", "reference_fn", "compare")}
         flops, nbytes = self.cost_of(self.shapes[0])
         d["cost_timed"] = {"flops": flops, "bytes": nbytes}   # the checker evaluates no formulas
         return json.loads(json.dumps(d))

@@ -4,7 +4,7 @@
 For each spec: run the whole loop (`orchestrator.py --backend local --proposer tuner`), then time
 in ONE process, interleaved, with the checker's flush before every rep: the naive baseline, the
 loop's champion, a hand-written rewrite from bench/by_hand/ when there is one (what structure
-the tuner cannot reach), and each `compare:` expression of the spec (torch.mm, torch.softmax, ...).
+the tuner cannot reach), and the spec's peers (its `compare:` entries, torch.compile of the reference, Liger where installed).
 Reports medians, speedups, % of the measured copy bandwidth / matmul rate, candidates tried, GPU
 seconds spent in checker jobs and the loop's wall time. Writes one JSON file and a tarball of the
 run folders (pages included).
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tarfile
 import time
@@ -28,6 +27,8 @@ import torch  # noqa: E402
 
 import orchestrator  # noqa: E402
 from bench.checker_validation import ceilings, timed_inputs  # noqa: E402
+from checker.peers import build as build_peers  # noqa: E402
+from checker.peers import screen as screen_peers  # noqa: E402
 from checker.check import (SETTLE_US, Flusher, load_module, reference, summarize,  # noqa: E402
                            time_ab)
 from spec import load_spec  # noqa: E402
@@ -76,17 +77,16 @@ def side_by_side(spec, run_dir: Path, reps: int) -> dict:
         log(f"{spec.name} by hand through the checker: ok={r.get('ok')} error={r.get('error')}")
         if r.get("ok") and r.get("correct"):
             fns["by hand (rewrite)"] = getattr(load_module(str(hand), f"h_{spec.name}"), spec.entry)
-    names = [i["name"] for i in spec.inputs]
-    for label, expr in spec.compare.items():
-        code = compile(expr, f"<compare {label}>", "eval")
-        fns[label] = (lambda code: lambda *a: eval(code, {"torch": torch, "F": torch.nn.functional,
-                                                           "math": math}, dict(zip(names, a))))(code)
+    built, skipped = build_peers(torch, spec.to_checker())   # compare: entries + torch.compile
+    kept, why, _ = screen_peers(torch, built, inputs, ref)     # a peer that cannot run is skipped
+    fns.update(kept)
     errs = {k: rel_l2(f(*inputs), ref) for k, f in fns.items()}
     torch.cuda.synchronize()
     fl = Flusher(torch, torch.device("cuda"), "read", settle_us=SETTLE_US)   # as the checker times
     samples, *_ = time_ab(torch, list(fns.values()), [inputs], 10, reps, fl, min_warm_s=0.05)
     stats = {k: summarize(s, 10) for k, s in zip(fns, samples)}
-    return {"stats": stats, "rel_l2": errs, "by_hand_checker": hand_check}
+    return {"stats": stats, "rel_l2": errs, "by_hand_checker": hand_check,
+            "peers_skipped": {**skipped, **why}}
 
 
 def write_tar(path, runs: Path) -> None:
@@ -147,7 +147,7 @@ def main():
                 "champion_config": next((e.get("candidate_config") for e in its
                                          if e["candidate_id"] == end.get("champion_id")), "baseline"),
                 "gpu_seconds_in_jobs": gpu_s, "loop_wall_s": wall, "table": table,
-                "by_hand_checker": sbs["by_hand_checker"],
+                "by_hand_checker": sbs["by_hand_checker"], "peers_skipped": sbs["peers_skipped"],
                 "stop_reason": end.get("stop_reason"),
                 "job_wall_s": [((e.get("result") or {}).get("backend_meta") or {}).get("wall_s")
                                for e in ev if e["event"] in ("baseline", "iteration")],
