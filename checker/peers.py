@@ -10,6 +10,7 @@ peers are measured exactly as the champion is. Stdlib + torch (+ liger_kernel, o
 from __future__ import annotations
 
 import math
+import time
 import types
 
 COMPILE_LABEL = "torch.compile"
@@ -116,33 +117,50 @@ def screen(torch, peers: dict, inputs: list, ref) -> tuple[dict, dict, dict]:
     return kept, skipped, rel
 
 
-def time_with_peers(torch, kernels: dict, peers: dict, arg_sets: list, warmup: int, reps: int,
-                    flush, time_fn, summarize, **timing_kw) -> tuple[dict, dict]:
-    """Time kernels and peers interleaved in one call of the checker's timer.
-
-    `time_fn(torch, fns, arg_sets, warmup, reps, flush, **timing_kw)` returns samples per fn
-    first (checker.check.time_ab); `summarize(samples, warmup)` gives the stats. If the joint
-    timing raises, the peers are timed one at a time with the kernels so one bad peer only
-    loses itself. Returns ({label: stats} for kernels and peers, {label: reason} for failures)."""
-    labels, fns = list(kernels) + list(peers), list(kernels.values()) + list(peers.values())
+def interleave(calls: dict, warmup: int, reps: int, min_warm_s: float = 0.0,
+               optional=()) -> tuple[dict, dict, int]:
+    """Rep by rep, call every `calls[label]()` once (each returns the ms of its own timed call:
+    a worker's A/B call, or `event_call` for a peer), the order alternating every rep so no one
+    always runs first. Warmup runs at least `warmup` reps and `min_warm_s` seconds. A label in
+    `optional` (a peer) that raises is dropped from then on and reported; any other label's
+    exception propagates. Returns (samples per surviving label, {label: reason}, warmup reps)."""
+    live = list(calls)
     failed = {}
-    try:
-        samples = time_fn(torch, fns, arg_sets, warmup, reps, flush, **timing_kw)[0]
-        return {lbl: summarize(s, warmup) for lbl, s in zip(labels, samples)}, failed
-    except Exception as e:   # noqa: BLE001
-        first = f"{type(e).__name__}: {str(e)[:300]}"
-    stats = {}
-    for label, fn in peers.items():
+
+    def one(label):
         try:
-            s = time_fn(torch, [fn], arg_sets, warmup, reps, flush, **timing_kw)[0][0]
-            stats[label] = summarize(s, warmup)
-        except Exception as e:   # noqa: BLE001
+            return calls[label]()
+        except Exception as e:   # noqa: BLE001 - a peer never fails the job
+            if label not in optional:
+                raise
             failed[label] = f"failed while timed: {type(e).__name__}: {str(e)[:300]}"
-    samples = time_fn(torch, list(kernels.values()), arg_sets, warmup, reps, flush, **timing_kw)[0]
-    stats.update({lbl: summarize(s, warmup) for lbl, s in zip(kernels, samples)})
-    if not failed:
-        failed["(joint timing)"] = f"peers timed apart from the kernels after: {first}"
-    return stats, failed
+            live.remove(label)
+            return None
+    t0 = time.monotonic()
+    w = 0
+    while w < warmup or time.monotonic() - t0 < min_warm_s:
+        for label in (list(live) if w % 2 == 0 else live[::-1]):
+            one(label)
+        w += 1
+    samples = {label: [] for label in calls}
+    for r in range(reps):
+        for label in (list(live) if r % 2 == 0 else live[::-1]):
+            ms = one(label)
+            if ms is not None:
+                samples[label].append(float(ms))
+    return {k: v for k, v in samples.items() if k not in failed}, failed, w
+
+
+def event_call(torch, fn, args, flush, timed_call):
+    """A zero-argument callable: one flushed call of fn between CUDA events (`timed_call`, the
+    checker's own), synced, returning its ms."""
+    import contextlib
+
+    def call():
+        _, start, end = timed_call(torch, fn, args, flush, contextlib.nullcontext())
+        torch.cuda.synchronize()
+        return start.elapsed_time(end)
+    return call
 
 
 def best_peer(peer_stats: dict, key: str = "median_ms") -> tuple[str, dict] | None:

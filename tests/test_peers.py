@@ -1,7 +1,6 @@
 """checker/peers.py on the CPU: peers built from a spec's compare entries and torch.compile of the
 reference, screened by running them (a broken peer is skipped with its reason, never fatal), and
 the joint-timing fallback with a CPU timer standing in for the checker's CUDA-event timer."""
-import statistics
 import time
 from pathlib import Path
 
@@ -9,7 +8,7 @@ import pytest
 import torch
 
 from checker.peers import (COMPILE_LABEL, best_peer, build, compiled_reference, liger_namespace,
-                           screen, time_with_peers)
+                           interleave, screen)
 from spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,39 +47,44 @@ def test_compiled_reference_is_a_real_function_of_the_inputs():
         compiled_reference(torch, "x", ["x; import os"])
 
 
-def _cpu_timer(torch_, fns, arg_sets, warmup, reps, flush, **kw):
-    """Interleaved like time_ab, host clock instead of CUDA events."""
-    out = [[] for _ in fns]
-    for r in range(reps):
-        for i in (range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))):
-            flush()
-            t0 = time.perf_counter()
-            fns[i](*arg_sets[0])
-            out[i].append((time.perf_counter() - t0) * 1e3)
-    return out, None, {}, warmup
+def _host_call(fn, args, log, label):
+    def call():
+        log.append(label)
+        t0 = time.perf_counter()
+        fn(*args)
+        return (time.perf_counter() - t0) * 1e3
+    return call
 
 
-def _summ(s, w):
-    return {"median_ms": statistics.median(s), "mean_ms": statistics.fmean(s), "n": len(s)}
-
-
-def test_time_with_peers_joint_and_fallback():
+def test_interleave_alternates_and_drops_a_broken_peer():
     x = torch.randn(64, 64)
-    kernels = {"champion": lambda a: torch.softmax(a, -1)}
-    good = {"torch.softmax": lambda a: torch.softmax(a, -1)}
-    stats, failed = time_with_peers(torch, kernels, good, [[x]], 0, 5, lambda: None, _cpu_timer, _summ)
-    assert set(stats) == {"champion", "torch.softmax"} and stats["champion"]["n"] == 5 and not failed
-    calls = {"n": 0}
+    order = []
+    calls = {"champion": _host_call(lambda a: torch.softmax(a, -1), [x], order, "champion"),
+             "torch.softmax": _host_call(lambda a: torch.softmax(a, -1), [x], order, "torch.softmax")}
+    n = {"k": 0}
 
-    def flaky(a):   # passes the screen, then raises on its third call
-        calls["n"] += 1
-        if calls["n"] >= 3:
+    def flaky():   # a peer that breaks on its third call
+        n["k"] += 1
+        order.append("flaky")
+        if n["k"] >= 3:
             raise RuntimeError("peer broke")
-        return a
-    stats, failed = time_with_peers(torch, kernels, {**good, "flaky": flaky}, [[x]], 0, 5, lambda: None,
-                                    _cpu_timer, _summ)
-    assert set(stats) == {"champion", "torch.softmax"}
-    assert "failed while timed: RuntimeError: peer broke" == failed["flaky"]
+        return 0.5
+    samples, failed, w = interleave({**calls, "flaky": flaky}, warmup=1, reps=4,
+                                    optional={"torch.softmax", "flaky"})
+    assert w == 1 and set(samples) == {"champion", "torch.softmax"}
+    assert len(samples["champion"]) == 4 and all(v >= 0 for v in samples["torch.softmax"])
+    assert failed == {"flaky": "failed while timed: RuntimeError: peer broke"}
+    # warmup and rep 0 forward; rep 1 reversed, where flaky breaks (its third call) and leaves;
+    # reps 2 and 3 alternate between the two left
+    c, p, f = "champion", "torch.softmax", "flaky"
+    assert order == [c, p, f, c, p, f, f, p, c, c, p, p, c]
+
+
+def test_interleave_a_broken_kernel_is_fatal():
+    def boom():
+        raise RuntimeError("champion broke")
+    with pytest.raises(RuntimeError, match="champion broke"):
+        interleave({"champion": boom, "peer": lambda: 1.0}, warmup=0, reps=2, optional={"peer"})
 
 
 def test_best_peer():
