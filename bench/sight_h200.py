@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -36,30 +35,61 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def host_timer(torch, fns, arg_sets, warmup, reps, flush, **kw):
-    """--dry only: time_ab's interleaving on the host clock (the CPU has no CUDA events)."""
-    out = [[] for _ in fns]
-    for r in range(warmup + reps):
-        for i in (range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))):
-            t0 = time.perf_counter()
-            fns[i](*arg_sets[r % len(arg_sets)])
-            if r >= warmup:
-                out[i].append((time.perf_counter() - t0) * 1e3)
-    return out, None, {}, warmup
+def checker_parts():
+    """The checker's timing and input helpers: the judge's modules, or the older single file."""
+    from types import SimpleNamespace
+    try:
+        from checker import timing, validate
+        return SimpleNamespace(Flusher=timing.Flusher, SETTLE_US=timing.SETTLE_US,
+                               summarize=timing.summarize, roofline=timing.roofline,
+                               timed_call=timing.timed_call, make_inputs=validate.make_inputs,
+                               reference=validate.reference, torch_dtype=validate.torch_dtype)
+    except ImportError:
+        from checker import check
+
+        def timed_call(torch, fn, args, flush, watch):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush()
+            with watch:
+                start.record()
+                out = fn(*args)
+                end.record()
+            return out, start, end
+        return SimpleNamespace(Flusher=check.Flusher, SETTLE_US=check.SETTLE_US,
+                               summarize=check.summarize, roofline=check.roofline,
+                               timed_call=timed_call, make_inputs=check.make_inputs,
+                               reference=check.reference, torch_dtype=check.torch_dtype)
+
+
+def load_entry(path, name: str, entry: str):
+    import importlib.util
+    ms = importlib.util.spec_from_file_location(name, str(path))
+    mod = importlib.util.module_from_spec(ms)
+    ms.loader.exec_module(mod)
+    return getattr(mod, entry), mod
+
+
+def clean(x):
+    """JSON without NaN/Inf tokens."""
+    import math
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [clean(v) for v in x]
+    return x
 
 
 class Bench:
     def __init__(self, dry: bool, reps: int):
         self.dry, self.reps = dry, reps
         import torch
-        from checker import check, peers, profile
-        self.torch, self.check, self.peers, self.profile = torch, check, peers, profile
+        from checker import peers, profile
+        self.torch, self.check, self.peers, self.profile = torch, checker_parts(), peers, profile
         self.dev = torch.device("cpu") if dry else torch.device("cuda")
-        if dry:
-            self.flush, self.timer = (lambda: None), host_timer
-        else:
-            self.flush = check.Flusher(torch, self.dev, "read", settle_us=check.SETTLE_US)
-            self.timer = check.time_ab
+        self.flush = (lambda: None) if dry else \
+            self.check.Flusher(torch, self.dev, "read", settle_us=self.check.SETTLE_US)
 
     def inputs(self, spec_d: dict, shape: dict, seed: int = 777):
         c, t = self.check, self.torch
@@ -75,10 +105,23 @@ class Bench:
         if not self.dry:
             self.torch.cuda.synchronize()
 
+    def call(self, fn, args):
+        """One timed call: CUDA events after the checker's flush, or (--dry) the host clock."""
+        if not self.dry:
+            return self.peers.event_call(self.torch, fn, args, self.flush, self.check.timed_call)
+
+        def host():
+            t0 = time.perf_counter()
+            fn(*args)
+            return (time.perf_counter() - t0) * 1e3
+        return host
+
     def time(self, kernels: dict, peer_fns: dict, args: list) -> tuple[dict, dict]:
-        return self.peers.time_with_peers(self.torch, kernels, peer_fns, [args], 10, self.reps,
-                                          self.flush, self.timer, self.check.summarize,
-                                          **({} if self.dry else {"min_warm_s": 0.05}))
+        calls = {k: self.call(f, args) for k, f in {**kernels, **peer_fns}.items()}
+        samples, failed, w = self.peers.interleave(calls, 10, self.reps,
+                                                   min_warm_s=0.0 if self.dry else 0.05,
+                                                   optional=set(peer_fns))
+        return {k: self.check.summarize(v, w) for k, v in samples.items()}, failed
 
     def peer_set(self, spec_d: dict, args: list, ref) -> dict:
         t0 = time.monotonic()
@@ -102,7 +145,8 @@ def part_softmax(b: Bench, spec, out: dict) -> None:
              "by hand": ROOT / "bench" / "by_hand" / "softmax.py"}
     files["tuned config"].write_text(replace_config(naive, TUNED_SOFTMAX))
     (tmp / "spec.json").write_text(json.dumps(spec_d))
-    fns = {k: getattr(b.check.load_module(str(p), f"sight_{i}"), spec.entry) for i, (k, p) in enumerate(files.items())}
+    loaded = {k: load_entry(p, f"sight_{i}", spec.entry) for i, (k, p) in enumerate(files.items())}
+    fns = {k: fm[0] for k, fm in loaded.items()}
     args = b.inputs(spec_d, b.shape(spec_d))
     ref = b.check.reference(b.torch, spec_d, args, b.torch.float64 if b.dry else b.torch.float32)
     rel = {}
@@ -128,7 +172,7 @@ def part_softmax(b: Bench, spec, out: dict) -> None:
     res["ncu"] = ncu
     for k, f in fns.items():
         gpu_ms = stats[k]["median_ms"]
-        prof = b.profile.profile(b.torch, f, args, gpu_ms)
+        prof = b.profile.profile(b.torch, f, args, gpu_ms, module=loaded[k][1])
         counters = None
         nc = run_ncu(tmp / "spec.json", files[k]) if ncu else {"ok": False, "skipped": True}
         if nc.get("ok"):
@@ -160,7 +204,7 @@ def part_peers(b: Bench, name: str) -> dict:
     spec = load_spec(ROOT / "specs" / f"{name}.yaml")
     spec_d = spec.to_checker()
     spec_d["compare"] = spec.compare
-    base = getattr(b.check.load_module(str(spec.baseline), f"sight_base_{name}"), spec.entry)
+    base, _ = load_entry(spec.baseline, f"sight_base_{name}", spec.entry)
     args = b.inputs(spec_d, b.shape(spec_d))
     ref = b.check.reference(b.torch, spec_d, args, b.torch.float64 if b.dry else b.torch.float32)
     peers = b.peer_set(spec_d, args, ref)
@@ -200,7 +244,7 @@ def main(argv=None) -> int:
     def save():
         out["wall_s"] = time.monotonic() - t0
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(b.check._clean(out), indent=1))
+        Path(a.out).write_text(json.dumps(clean(out), indent=1))
     if not a.skip_softmax:
         try:
             part_softmax(b, load_spec(ROOT / "specs" / "softmax.yaml"), out)

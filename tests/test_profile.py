@@ -76,3 +76,27 @@ def test_kernel_summary_and_main_kernel():
     small = kernel_summary("fill", 16, 0, 0, 4, (8,), H, 132)
     assert main_kernel({"kernels": [small, k]})["name"] == "_softmax_onepass"
     assert main_kernel({"kernels": []}) is None and main_kernel(None) is None
+
+
+def test_cached_kernels_unwraps_autotuner_chains():
+    """The fallback reads JIT caches: here real triton.jit functions (nothing compiles on a CPU,
+    so a cache holding one kernel replaces the empty one) behind an Autotuner-like wrapper."""
+    import types
+
+    import triton
+
+    from checker.profile import cached_kernels
+
+    @triton.jit
+    def k1(x):
+        pass
+
+    class Wrapper:   # what triton.autotune / triton.heuristics leave at module level: .fn
+        def __init__(self, fn):
+            self.fn = fn
+    compiled = types.SimpleNamespace(metadata=types.SimpleNamespace(shared=0, num_warps=4), name="k1")
+    assert hasattr(k1, "device_caches")   # where Triton 3.x keeps them: device -> (cache, ...)
+    k1.device_caches = {0: ({"key": compiled, "again": compiled}, None, None, None)}
+    mod = types.SimpleNamespace(k1=Wrapper(Wrapper(k1)), CONFIG={"a": 1})
+    assert cached_kernels(mod) == [compiled]
+    assert cached_kernels(None) == []
