@@ -167,3 +167,25 @@ def best_peer(peer_stats: dict, key: str = "median_ms") -> tuple[str, dict] | No
     """(label, stats) of the fastest peer by `key`, or None."""
     timed = [(lbl, s) for lbl, s in (peer_stats or {}).items() if s and s.get(key)]
     return min(timed, key=lambda ls: ls[1][key]) if timed else None
+
+
+def peers_block(torch, spec: dict, args: list, ref, kernel_calls: dict, make_call, summarize,
+                warmup: int, reps: int, min_warm_s: float = 0.0, backend: str = "inductor") -> dict:
+    """The result line's `peers` block of one job: build and screen the spec's peers on the timed
+    inputs `args` (against `ref`), then time them interleaved with `kernel_calls` (label ->
+    zero-argument callable returning the ms of one of that kernel's timed calls, e.g. the
+    champion worker's). `make_call(fn)` turns a peer into such a callable (`event_call` on the
+    GPU). Never raises for a peer; a kernel's failure propagates."""
+    t0 = time.monotonic()
+    built, skipped = build(torch, spec, backend=backend)
+    kept, why, rel = screen(torch, built, args, ref)
+    skipped.update(why)
+    build_s = time.monotonic() - t0
+    calls = {**kernel_calls, **{lbl: make_call(fn) for lbl, fn in kept.items()}}
+    samples, failed, w = interleave(calls, warmup, reps, min_warm_s, optional=set(kept))
+    skipped.update(failed)
+    stats = {lbl: summarize(s, w) for lbl, s in samples.items()}
+    return {"peers": {lbl: stats[lbl] for lbl in kept if lbl in stats},
+            "kernels": {lbl: stats[lbl] for lbl in kernel_calls},
+            "skipped": skipped, "rel_l2": rel, "build_s": build_s,
+            "timing_s": time.monotonic() - t0 - build_s}

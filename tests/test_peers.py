@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from checker.peers import (COMPILE_LABEL, best_peer, build, compiled_reference, liger_namespace,
-                           interleave, screen)
+                           interleave, peers_block, screen)
 from spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,3 +90,21 @@ def test_interleave_a_broken_kernel_is_fatal():
 def test_best_peer():
     assert best_peer({"a": {"median_ms": 0.2}, "b": {"median_ms": 0.1}, "c": None}) == ("b", {"median_ms": 0.1})
     assert best_peer({}) is None
+
+
+def test_peers_block_on_the_cpu():
+    """The whole block with host-clock calls standing in for CUDA events."""
+    spec = _spec("softmax", {"torch.softmax": "torch.softmax(x, dim=-1)", "liger": "liger.softmax(x)",
+                             "raises": "torch.nonexistent(x)"})
+    x = torch.randn(8, 40)
+    ref = torch.softmax(x.double(), -1)
+    order = []
+    champ = _host_call(lambda a: torch.softmax(a, -1), [x], order, "champion")
+    blk = peers_block(torch, spec, [x], ref, {"champion": champ},
+                      lambda fn: _host_call(fn, [x], order, "peer"),
+                      lambda s, w: {"median_ms": sorted(s)[len(s) // 2], "n": len(s), "warmup": w},
+                      warmup=1, reps=3, backend="eager")
+    assert set(blk["peers"]) == {"torch.softmax", COMPILE_LABEL}
+    assert blk["kernels"]["champion"]["n"] == 3 and blk["peers"]["torch.softmax"]["n"] == 3
+    assert "AttributeError" in blk["skipped"]["raises"] and set(blk["rel_l2"]) == set(blk["peers"])
+    assert order.count("champion") == 4 and order.count("peer") == 8   # 1 warmup + 3 reps each
