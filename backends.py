@@ -96,13 +96,16 @@ def parse_child(out, backend: str, synthetic: bool, log_path: Path | None) -> di
 class Backend:
     name = "base"
     synthetic = False
+    times_peers = False   # evaluate(..., peers=True) times the spec's peers in the same job
 
     def describe(self) -> dict:
         return {"backend": self.name, "device": self.device, "synthetic": self.synthetic}
 
-    def evaluate(self, spec, candidate: Path, champion: Path, workdir: Path, configs: dict | None = None) -> dict:
+    def evaluate(self, spec, candidate: Path, champion: Path, workdir: Path, configs: dict | None = None,
+                 peers: bool = False) -> dict:
         """The checker's result for candidate vs champion. `configs` ({"candidate": CONFIG dict,
-        "champion": ...}, parsed once by the loop) spares a backend that needs them a re-parse."""
+        "champion": ...}, parsed once by the loop) spares a backend that needs them a re-parse.
+        `peers`: also time the spec's peers beside the candidate (where `times_peers`)."""
         raise NotImplementedError
 
 
@@ -142,7 +145,7 @@ class LocalBackend(Backend):
         self.extra_args = tuple(extra_args)   # checker flags, for benchmarks (e.g. --no-prewarm)
         self.env_extra = pycache_env()
 
-    def evaluate(self, spec, candidate, champion, workdir, configs=None):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False):
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
         cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
                "--mode", "gpu", "--backend", self.name, *self.extra_args]
@@ -167,7 +170,8 @@ class SyntheticBackend(Backend):
         rng = random.Random(f"{self.seed}:{self.jobs}:{tag}")
         return [mean_ms * (1.0 + rng.gauss(0.0, self.NOISE)) for _ in range(n)]
 
-    def evaluate(self, spec, candidate, champion, workdir, configs=None):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False):
+        # peers: modeled runs leave them out (there is no model of torch's or Liger's kernels)
         from checker.check import roofline, summarize, ceilings_for
         self.jobs += 1
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))

@@ -103,20 +103,39 @@ def section(device: str | None = None, ceilings: dict | None = None, champion: d
     return "## Where the champion stands\n" + "\n".join(lines)
 
 
-def final_line(champion_ms: float | None, baseline_ms: float | None, peers: dict | None,
+def final_line(champion_ms: float | None, speedup: float | None, peers: dict | None,
                synthetic: bool = False) -> str:
     """'champion 0.0444 ms: 1.51x the baseline, 0.73x the best peer (liger 0.0325 ms)'.
 
-    Ratios are speeds relative to the champion (other's time / champion's time), all medians
-    from one job; on a synthetic run the times are labelled modeled and peers are left out."""
+    `speedup` is the loop's (baseline mean / champion mean, as decided); the peer ratio is the
+    best peer's median over the champion's, both from one job. On a synthetic run the time is
+    labelled MODELED and peers are left out."""
     if not champion_ms:
         return "champion: no time"
     head = f"champion {ms(champion_ms)}{' (MODELED)' if synthetic else ''}"
     parts = []
-    if baseline_ms:
-        parts.append(f"{baseline_ms / champion_ms:.2f}x the baseline")
+    if speedup:
+        parts.append(f"{speedup:.2f}x the baseline")
     ranked = [] if synthetic else timed_peers(peers)
     if ranked:
         lbl, best = ranked[0]
         parts.append(f"{best / champion_ms:.2f}x the best peer ({lbl} {ms(best)})")
     return head + (": " + ", ".join(parts) if parts else "")
+
+
+def standing(result: dict | None, side: str = "candidate", cost: dict | None = None,
+             synthetic: bool = False, peers_block: dict | None = None) -> dict:
+    """The fields `section` takes, from one result line (the job that measured the champion):
+    the `side` kernel's stats, roofline and profile (with ncu's counters when they came), the
+    diagnosis of them (`cost`: compulsory read/write bytes, diagnosis.compulsory_bytes), and the
+    peers of this job or, when it timed none, `peers_block` (the last job that did)."""
+    from diagnosis import diagnose
+    r = result or {}
+    prof = (r.get("profile") or {}).get(side)
+    counters = ((prof or {}).get("ncu") or {}).get("counters")
+    roof = (r.get("roofline") or {}).get(side)
+    pb = r.get("peers") or peers_block or {}
+    return {"device": r.get("device"), "ceilings": r.get("ceilings"), "champion": r.get(side),
+            "peers": pb.get("peers"), "peers_skipped": pb.get("skipped"), "profile": prof,
+            "findings": diagnose(roof, r.get("ceilings"), cost, prof, counters),
+            "synthetic": bool(synthetic or r.get("synthetic"))}

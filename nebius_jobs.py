@@ -342,7 +342,7 @@ class NebiusBackend(Backend):
 
     # -- evaluate
 
-    def evaluate(self, spec, candidate, champion, workdir, configs=None):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False):
         workdir = Path(workdir)
         job = _Job(self.settings.for_spec(spec), self.say)
         files = stage_job(spec, candidate and Path(candidate), champion and Path(champion), workdir)

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from extract import extract_code, note_from_code
-from prompt import build_prompt, messages_tokens, render_messages, repair_message
+from prompt import build_prompt, messages_tokens, render_messages, repair_messages
 from proposer import Proposal, ProposalContext
 
 try:   # imported lazily in effect: a tuner-only run must not need the package
@@ -290,9 +290,10 @@ class NemotronProposer:
         responses: list[str] = []
         code = reason = None
         call = _Call()
+        content = None
         for round_ in range(self.config.repair_retries + 1):
-            if round_:
-                messages = messages + [repair_message(reason)]
+            if round_:   # the failed answer goes back as the assistant's turn, then the request
+                messages = messages + repair_messages(content, reason)
                 meta["repairs"] = round_
             call = self._call(messages)
             meta["attempts"] += call.attempts

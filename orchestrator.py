@@ -18,10 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+import briefing
 import contract
 import decision
 import torchstart
 from backends import Backend, BackendError
+from diagnosis import compulsory_bytes
 from factories import make_backend
 from proposer import Proposal, ProposalContext
 from spec import Spec, SpecError, load_spec
@@ -119,7 +121,10 @@ def versions() -> dict:
 # ---------------------------------------------------------------- the loop state
 
 class State:
-    def __init__(self):
+    def __init__(self, cost: dict | None = None, synthetic: bool = False):
+        self.cost, self.synthetic = cost, synthetic   # compulsory bytes (diagnosis); modeled run
+        self.peers_block: dict | None = None   # the last job's peers (the baseline's, the final's)
+        self.standing: dict | None = None      # briefing.standing() of the champion
         self.done = 0
         self.champion_id = "baseline"
         self.champion_file = "baseline.py"
@@ -147,6 +152,11 @@ class State:
                 "champion_file": self.champion_file, "baseline_mean_ms": self.baseline_mean,
                 "champion_mean_ms": self.champion_profile.get("mean_ms")}
 
+    def stand(self, result: dict) -> None:
+        """The champion's standing from the job that measured it (peers carried over)."""
+        self.peers_block = (result or {}).get("peers") or self.peers_block
+        self.standing = briefing.standing(result, "candidate", self.cost, self.synthetic, self.peers_block)
+
     def profile_from(self, result: dict, side: str = "candidate") -> dict:
         st = dict(result.get(side) or {})
         st["rel_l2"] = result.get("rel_l2")
@@ -161,6 +171,7 @@ class State:
                 self.champion_config = ev.get("candidate_config")
                 self.champion_profile = self.profile_from(ev.get("result") or {})
                 self.baseline_mean = self.champion_profile.get("mean_ms")
+                self.stand(ev.get("result") or {})
             elif kind == "research":
                 if ev.get("notes"):
                     self.notes = ev["notes"]
@@ -180,12 +191,14 @@ class State:
             self.champion_id, self.champion_file = ev["candidate_id"], ev["candidate_file"]
             self.champion_config = ev.get("candidate_config")
             self.champion_profile = self.profile_from(ev.get("result") or {})
+            self.stand(ev.get("result") or {})
             self.streak = self.since_promotion = 0
         else:
             self.streak += 1
             self.since_promotion += 1
             self.rejections.append({"iteration": ev["iteration"], "verdict": d.get("verdict"),
-                                    "reason": d.get("reason"), "note": ev.get("note")})
+                                    "reason": d.get("reason"), "note": ev.get("note"),
+                                    "config": ev.get("candidate_config")})
             self.rejections = self.rejections[-REJECTIONS_KEPT:]
         self.last_parse_error = (ev.get("proposal") or {}).get("parse_error")
 
@@ -209,6 +222,7 @@ def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run
     champ_path = run_dir / st.champion_file
     ctx = ProposalContext(spec=spec, iteration=n, champion_code=champ_path.read_text(),
                           champion_id=st.champion_id, champion_profile=st.champion_profile,
+                          standing=st.standing,
                           rejections=list(st.rejections), research_notes=st.notes,
                           last_parse_error=st.last_parse_error, last_promoted=st.last_promoted,
                           champion_config=st.champion_config)
@@ -334,7 +348,7 @@ def loop(args) -> int:
     elif researcher is not None:
         say(f"{tag}kernloop: research source: {researcher.source}")
 
-    st = State()
+    st = State(compulsory_bytes(spec), backend.synthetic)
     st.torch_start = spec.torch_baseline
     t_start = time.monotonic()
     if not args.resume:
@@ -358,7 +372,8 @@ def loop(args) -> int:
         st.champion_config = contract.read_config((run_dir / "baseline.py").read_text())
         base = None if st.torch_start else run_dir / "baseline.py"   # None: the torch reference
         bres = backend.evaluate(spec, base, base, run_dir / "jobs" / "baseline",
-                                configs={"candidate": st.champion_config, "champion": st.champion_config})
+                                configs={"candidate": st.champion_config, "champion": st.champion_config},
+                                **({"peers": True} if getattr(backend, "times_peers", False) else {}))
         log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
                    candidate_config=st.champion_config, result=bres)
         render_page(run_dir)
@@ -372,9 +387,13 @@ def loop(args) -> int:
         st.baseline_done = True
         st.champion_profile = st.profile_from(bres)
         st.baseline_mean = st.champion_profile.get("mean_ms")
+        st.stand(bres)
         mean = f"{st.baseline_mean:.4f} ms mean" if st.baseline_mean else "no timing (correctness only)"
         say(f"{tag}baseline{' (the torch reference)' if st.torch_start else ''}: {mean}, rel-L2 "
             + ", ".join(f"{k} {v:.1e}" for k, v in (bres.get("rel_l2") or {}).items() if v is not None))
+        for text in briefing.peers_lines((st.peers_block or {}).get("peers"), None,
+                                         (st.peers_block or {}).get("skipped")):
+            say(f"{tag}{text}")
 
     def do_research(trigger: str):
         if researcher is None:
@@ -422,7 +441,10 @@ def loop(args) -> int:
     if not st.champion_is_torch:   # a torch champion has no kernel file
         shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")
     champ_mean = st.champion_profile.get("mean_ms")
-    speedup = end_run(log, stopped, why, **st.end_fields(), duration_s=time.monotonic() - t_start)["speedup"]
+    fres = final_job(st, spec, backend, run_dir, log, stopped)
+    speedup = decision.speedup(st.baseline_mean, champ_mean)
+    line = final_summary(st, fres, speedup, backend.synthetic)
+    end_run(log, stopped, why, **st.end_fields(), duration_s=time.monotonic() - t_start, final_line=line)
     page_path = render_page(run_dir)
     try:
         import page
@@ -430,8 +452,7 @@ def loop(args) -> int:
     except Exception as e:  # noqa: BLE001 - the index is a convenience, never fatal
         print(f"warning: runs index not rendered: {e}", file=sys.stderr)
     label = " (SYNTHETIC: modeled timings, not measurements)" if backend.synthetic else ""
-    print(f"{tag}done: {why}. champion {st.champion_id}: "
-          + (f"{champ_mean:.4f} ms, {speedup:.2f}x the baseline{label}" if speedup else "no timing"))
+    print(f"{tag}done: {why}. {st.champion_id}: {line}{label}")
     print("champion: the torch reference (no candidate beat it)" if st.champion_is_torch
           else f"champion kernel: {run_dir / 'champion.py'}")
     print(f"page: {page_path or run_dir / 'trajectory.html'}")
@@ -439,6 +460,31 @@ def loop(args) -> int:
         print(f"error: {fatal}", file=sys.stderr)
         return 1
     return 0
+
+
+def final_job(st: State, spec: Spec, backend: Backend, run_dir: Path, log: RunLog, stopped: str) -> dict | None:
+    """Time the final champion once more beside its peers (and profile it) in one job, where the
+    backend times peers and a promotion happened (the baseline's own job timed them already).
+    Logged as the `final` event; its failure only loses the comparison."""
+    if not getattr(backend, "times_peers", False) or st.champion_id == "baseline" \
+            or stopped in ("interrupted", "baseline_failed"):
+        return None
+    path = run_dir / st.champion_file
+    res = backend.evaluate(spec, path, path, run_dir / "jobs" / "final",
+                           configs={"candidate": st.champion_config, "champion": st.champion_config},
+                           peers=True)
+    log.append("final", candidate_id=st.champion_id, candidate_file=st.champion_file, result=res)
+    return res
+
+
+def final_summary(st: State, fres: dict | None, speedup: float | None, synthetic: bool) -> str:
+    """The final terminal line: the champion's median beside the best peer's, both from one job
+    (the final job, or the baseline's when the baseline is still the champion); the baseline
+    ratio is the loop's (means, as decided)."""
+    block = (fres or {}).get("peers") if fres else (st.peers_block if st.champion_id == "baseline" else None)
+    kernel = ((block or {}).get("kernels") or {}).get("candidate") or {}
+    champ_ms = kernel.get("median_ms") or st.champion_profile.get("mean_ms")
+    return briefing.final_line(champ_ms, speedup, (block or {}).get("peers") if kernel else None, synthetic)
 
 
 def _no_research_note() -> str:

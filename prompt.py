@@ -1,10 +1,11 @@
-"""What the model is told: the bounded chat prompt (spec, champion, profile, rejections, notes, contract)."""
+"""What the model is told: the bounded chat prompt (spec, champion, where it stands, rejections, notes, contract)."""
 from __future__ import annotations
 
 import json
 import math
 from typing import Any, Mapping
 
+import briefing
 import contract
 from proposer import ProposalContext
 
@@ -81,8 +82,9 @@ def _fmt_value(v: Any) -> str:
     return str(v)
 
 
-def _profile_section(champion_id: str, profile: Mapping) -> str:
-    lines = [f"## Champion `{champion_id}`: measured profile"]
+def _profile_section(champion_id: str, profile: Mapping, synthetic: bool = False) -> str:
+    lines = [f"## Champion `{champion_id}`: "
+             + ("MODELED times (synthetic run, not measured)" if synthetic else "measured profile")]
     timing = [f"{k[:-3]} {_fmt_value(profile[k])} ms"
               for k in ("mean_ms", "min_ms", "median_ms", "std_ms") if profile.get(k) is not None]
     if timing:
@@ -106,6 +108,7 @@ def _rejections_section(rejections: list[dict], omitted: int) -> str:
         note = clip(r.get("note") or "", NOTE_CHARS, one_line=True)
         lines.append(f"- iteration {r.get('iteration', '?')} [{r.get('verdict', '?')}]"
                      + (f" tried: {note}" if note else "")
+                     + (f"\n  CONFIG: {json.dumps(r['config'], sort_keys=True)}" if r.get("config") else "")
                      + f"\n  reason: {clip(r.get('reason') or '?', REJECTION_REASON_CHARS)}")
     return "\n".join(lines)
 
@@ -117,7 +120,11 @@ def _system_message(reasoning_line: str | None) -> dict:
 
 def _user_message(ctx: ProposalContext, rejections: list[dict], omitted: int,
                   notes: str | None) -> dict:
-    parts = [_spec_section(ctx.spec), _profile_section(ctx.champion_id, ctx.champion_profile or {})]
+    parts = [_spec_section(ctx.spec), _profile_section(ctx.champion_id, ctx.champion_profile or {},
+                                                          bool((ctx.standing or {}).get("synthetic")))]
+    where = briefing.section(**(ctx.standing or {}))   # device, ceilings, peers, diagnosis; MODELED
+    if where:
+        parts.append(where)
     rej = _rejections_section(rejections, omitted)
     if rej:
         parts.append(rej)
@@ -165,6 +172,17 @@ def build_prompt(ctx: ProposalContext, budget_tokens: int,
             break                 # only the untouchable parts remain
         msgs = render()
     return msgs
+
+
+FAILED_ANSWER_CHARS = 24000     # the failed answer replayed as the assistant's turn
+
+
+def repair_messages(failed_answer: str | None, reason: str) -> list[dict]:
+    """The failed answer as the assistant's turn (so the model sees what it wrote), then the
+    repair request."""
+    said = clip(failed_answer, FAILED_ANSWER_CHARS) if failed_answer and failed_answer.strip() \
+        else "(an empty answer)"
+    return [{"role": "assistant", "content": said}, repair_message(reason)]
 
 
 def repair_message(reason: str) -> dict:

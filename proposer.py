@@ -17,11 +17,12 @@ class ProposalContext:
     champion_id: str               # e.g. "baseline" or "it0007"
     champion_profile: dict         # {"mean_ms","min_ms","median_ms","std_ms","rel_l2":{...},"roofline":{...}}
     rejections: list[dict] = field(default_factory=list)   # recent failures, newest last:
-    #   {"iteration": int, "verdict": str, "reason": str, "note": str}
+    #   {"iteration": int, "verdict": str, "reason": str, "note": str, "config": dict | None}
     research_notes: str | None = None   # condensed notes to inject, or None
     last_parse_error: str | None = None  # reason the previous proposal could not be parsed
     last_promoted: bool = False          # the previous iteration's candidate became champion
     champion_config: dict | None = None  # the champion's CONFIG as the log recorded it (parsed once)
+    standing: dict | None = None   # briefing.standing(): device, ceilings, peers, profile, diagnosis, synthetic
 
 
 @dataclass

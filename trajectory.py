@@ -97,6 +97,12 @@ class Iteration(Common, total=False):
     speedup_vs_baseline: float | None  # baseline mean / champion_mean_ms after this decision
 
 
+class Final(Common, total=False):
+    candidate_id: str           # the final champion, timed again beside its peers (nothing is decided)
+    candidate_file: str         # its file, relative to the run folder
+    result: dict                # the checker's KERNLOOP_RESULT: champion against itself, with peers and profile
+
+
 STOPPED = {   # run_end.stopped: the machine-readable stop; stop_reason says it in words
     "budget": "the iteration budget was reached",
     "patience": "no promotion in `patience` iterations",
@@ -118,11 +124,12 @@ class RunEnd(Common, total=False):
     champion_mean_ms: float | None
     speedup: float | None       # baseline_mean_ms / champion_mean_ms
     duration_s: float           # wall time of this process (a resumed run: of the resumed part)
+    final_line: str | None      # the terminal's summary: champion vs the baseline and the best peer (briefing.final_line)
 
 
 SCHEMA: dict[str, type] = {"run_start": RunStart, "baseline": Baseline, "research": Research,
-                           "iteration": Iteration, "run_end": RunEnd}
-Event = typing.Union[RunStart, Baseline, Research, Iteration, RunEnd]   # a decoded line (a dict at run time)
+                           "iteration": Iteration, "final": Final, "run_end": RunEnd}
+Event = typing.Union[RunStart, Baseline, Research, Iteration, Final, RunEnd]   # a decoded line (a dict at run time)
 REQUIRED = tuple(Common.__annotations__)
 
 
@@ -203,7 +210,7 @@ class RunLog:
 def end_run(log: RunLog, stopped: str, stop_reason: str, *, iterations_done: int,
             champion_id: str = "baseline", champion_file: str | None = "baseline.py",
             baseline_mean_ms: float | None = None, champion_mean_ms: float | None = None,
-            duration_s: float = 0.0) -> dict:
+            duration_s: float = 0.0, final_line: str | None = None) -> dict:
     """Write the one run_end event (every stop, Ctrl-C and SIGTERM included, goes through here)."""
     if stopped not in STOPPED:
         raise SchemaError(f"run_end: stopped {stopped!r} is not one of {', '.join(STOPPED)}")
@@ -212,7 +219,7 @@ def end_run(log: RunLog, stopped: str, stop_reason: str, *, iterations_done: int
                       champion_file=champion_file, baseline_mean_ms=baseline_mean_ms,
                       champion_mean_ms=champion_mean_ms,
                       speedup=decision.speedup(baseline_mean_ms, champion_mean_ms),
-                      duration_s=round(duration_s, 2))
+                      duration_s=round(duration_s, 2), final_line=final_line)
 
 
 # ----------------------------------------------------------------------------- the reader

@@ -155,7 +155,9 @@ def test_two_fences_is_a_parse_failure_then_one_repair_with_the_reason(srv):
     first, repair = srv.chat_requests
     assert "2 fenced code blocks" not in first.text
     assert "Your answer could not be used: the answer held 2 fenced code blocks" in repair.text
-    assert repair.messages[:-1] == first.messages    # same conversation + the repair turn
+    # same conversation + the failed answer as the assistant's turn + the repair request
+    assert repair.messages[:-2] == first.messages
+    assert repair.messages[-2] == {"role": "assistant", "content": two}
     assert "repair request 1" in p.response
 
 
