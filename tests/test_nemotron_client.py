@@ -157,7 +157,7 @@ def test_two_fences_is_a_parse_failure_then_one_repair_with_the_reason(srv):
     assert "Your answer could not be used: the answer held 2 fenced code blocks" in repair.text
     # same conversation + the failed answer as the assistant's turn + the repair request
     assert repair.messages[:-2] == first.messages
-    assert repair.messages[-2] == {"role": "assistant", "content": two}
+    assert repair.messages[-2] == {"role": "assistant", "content": two.strip()}
     assert "repair request 1" in p.response
 
 
