@@ -129,13 +129,10 @@ def standing(result: dict | None, side: str = "candidate", cost: dict | None = N
     the `side` kernel's stats, roofline and profile (with ncu's counters when they came), the
     diagnosis of them (`cost`: compulsory read/write bytes, diagnosis.compulsory_bytes), and the
     peers of this job or, when it timed none, `peers_block` (the last job that did)."""
-    from diagnosis import diagnose
+    from diagnosis import of_result
     r = result or {}
-    prof = (r.get("profile") or {}).get(side)
-    counters = ((prof or {}).get("ncu") or {}).get("counters")
-    roof = (r.get("roofline") or {}).get(side)
     pb = r.get("peers") or peers_block or {}
     return {"device": r.get("device"), "ceilings": r.get("ceilings"), "champion": r.get(side),
-            "peers": pb.get("peers"), "peers_skipped": pb.get("skipped"), "profile": prof,
-            "findings": diagnose(roof, r.get("ceilings"), cost, prof, counters),
+            "peers": pb.get("peers"), "peers_skipped": pb.get("skipped"),
+            "profile": (r.get("profile") or {}).get(side), "findings": of_result(r, side, cost),
             "synthetic": bool(synthetic or r.get("synthetic"))}

@@ -166,6 +166,21 @@ def _text_block(files: RunFiles, rel, limit: int):
     return {"text": shown, "omitted": omitted, "size": len(txt), "href": files.href(rel), "name": as_text(rel)}
 
 
+def diagnosis_texts(findings) -> list[str]:
+    """The logged diagnosis (diagnosis.of_result) as lines; what is not a finding is skipped."""
+    return [clip(as_text(f.get("text")), 400)[0] for f in as_list(findings) if isinstance(f, dict) and f.get("text")]
+
+
+def profile_texts(result) -> list[str]:
+    """The candidate's compiled-kernel profile and launch cost in words (briefing.profile_lines)."""
+    import briefing
+    prof = as_dict(as_dict(as_dict(result).get("profile")).get("candidate"))
+    try:
+        return [clip(t, 400)[0] for t in briefing.profile_lines(prof)] if prof else []
+    except (KeyError, TypeError, ValueError):   # a profile the page cannot read is left out
+        return []
+
+
 def build_iteration(ev, idx, ctx):
     files, lim, used = ctx["files"], ctx["limits"], ctx["used"]
     n = as_int(ev.get("iteration"))
@@ -296,8 +311,11 @@ def build_iteration(ev, idx, ctx):
     if contract and not reasons and isinstance(as_dict(contract).get("reasons"), str):
         reasons = [as_dict(contract)["reasons"]]
 
+    promoted = verdict == "promoted"
     return {
         "kind": "iteration", "n": n, "label": f"#{n}" if n is not None else "#?",
+        "diagnosis": diagnosis_texts(ev.get("diagnosis")) if promoted else [],
+        "profile_lines": profile_texts(res) if promoted else [],
         "cid": cid, "dom": dom, "parent": parent, "parent_dom": ctx["dom_of"].get(parent),
         "verdict": verdict, "verdict_label": as_text(decision.get("verdict")).strip() or verdict,
         "promoted": verdict == "promoted",

@@ -30,6 +30,10 @@ def build_chart(view: dict) -> dict:
     vals = []
     if view["base_ms"] is not None:
         vals.append(view["base_ms"])
+    # peers sit at their mean, like every point of this mean-time chart
+    peers = [{**p, "at_ms": p.get("mean_ms") or p.get("median_ms")} for p in view.get("peers") or []]
+    peers = [p for p in peers if p["at_ms"] and p["at_ms"] > 0]
+    vals += [p["at_ms"] for p in peers]
     for it in iters:
         for v in (it["cand_ms"], it["champ_ms"], it.get("champ_line_ms")):
             if v is not None and v > 0:
@@ -144,7 +148,18 @@ def build_chart(view: dict) -> dict:
     if champ_pts and view["speedup"]:
         end_label = {"x": X(max(champ_pts[-1][0], view["last_it"])),
                      "y": Y(champ_pts[-1][1]), "text": f"{fmt_speedup(view['speedup'])}"}
+    # each peer: a labelled horizontal reference line at its mean (timed in the same job as
+    # the baseline or the final champion); labels that would overlap are staggered
+    peer_lines, last_ly = [], None
+    for p in sorted(peers, key=lambda p: -p["at_ms"]):
+        y = Y(p["at_ms"])
+        ly = y - 4 if last_ly is None or abs(y - 4 - last_ly) >= 11 else last_ly + 11
+        last_ly = ly
+        text = f"{p['label']} {fmt_ms(p['at_ms'])} ms"
+        peer_lines.append({"y": y, "ly": ly, "label": text,
+                           "tip": f"peer {text} (mean; timed in the {view.get('peers_job') or '?'} job)"})
     return {"W": W, "H": H, "L": L, "R": R, "T": T, "B": B, "pw": pw, "ph": ph, "lane_y": lane_y,
+            "peer_lines": peer_lines,
             "log": log, "has_data": bool(vals), "yticks": yticks, "xticks": xticks, "path": path,
             "markers": markers, "measured": measured, "research": research, "base": base_pt,
             "end_label": end_label, "xmax": xmax, "any_untimed": any(not m["timed"] for m in markers)}

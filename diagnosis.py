@@ -172,6 +172,15 @@ def diagnose(roofline: dict | None = None, ceilings: dict | None = None, cost: d
     return [{"rule": r, "text": t} for r, t in rules if t]
 
 
+def of_result(result: dict | None, side: str = "candidate", cost: dict | None = None) -> list[dict]:
+    """The findings for one side of a result line: its roofline, the result's ceilings, the
+    side's profile and the ncu counters in it."""
+    r = result or {}
+    prof = (r.get("profile") or {}).get(side)
+    counters = ((prof or {}).get("ncu") or {}).get("counters")
+    return diagnose((r.get("roofline") or {}).get(side), r.get("ceilings"), cost, prof, counters)
+
+
 def compulsory_bytes(spec) -> dict:
     """Compulsory DRAM bytes of the timed shape: every input read once, the output written once
     (a `spec.Spec`); the spec's cost formula counts both."""

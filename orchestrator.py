@@ -23,7 +23,7 @@ import contract
 import decision
 import torchstart
 from backends import Backend, BackendError
-from diagnosis import compulsory_bytes
+from diagnosis import compulsory_bytes, of_result
 from factories import make_backend
 from proposer import Proposal, ProposalContext
 from spec import Spec, SpecError, load_spec
@@ -375,7 +375,8 @@ def loop(args) -> int:
                                 configs={"candidate": st.champion_config, "champion": st.champion_config},
                                 **({"peers": True} if getattr(backend, "times_peers", False) else {}))
         log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
-                   candidate_config=st.champion_config, result=bres)
+                   candidate_config=st.champion_config, result=bres,
+                   diagnosis=of_result(bres, "candidate", st.cost) if bres.get("ok") else None)
         render_page(run_dir)
         if not bres.get("ok"):
             end_run(log, "baseline_failed", f"baseline failed: {bres.get('error')}", iterations_done=0,
@@ -428,6 +429,8 @@ def loop(args) -> int:
             ev["champion_id"] = st.champion_id
             ev["champion_mean_ms"] = st.champion_profile.get("mean_ms")
         ev["speedup_vs_baseline"] = decision.speedup(st.baseline_mean, ev["champion_mean_ms"])
+        if ev["decision"]["promoted"]:
+            ev["diagnosis"] = of_result(ev["result"], "candidate", st.cost)
         log.append("iteration", **ev)
         st.apply(ev, tuner)
         say(status_line(ev, budget, backend.synthetic))
@@ -473,7 +476,8 @@ def final_job(st: State, spec: Spec, backend: Backend, run_dir: Path, log: RunLo
     res = backend.evaluate(spec, path, path, run_dir / "jobs" / "final",
                            configs={"candidate": st.champion_config, "champion": st.champion_config},
                            peers=True)
-    log.append("final", candidate_id=st.champion_id, candidate_file=st.champion_file, result=res)
+    log.append("final", candidate_id=st.champion_id, candidate_file=st.champion_file, result=res,
+               diagnosis=of_result(res, "candidate", st.cost) if res.get("ok") else None)
     return res
 
 

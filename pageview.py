@@ -6,7 +6,8 @@ import shlex
 from pathlib import Path
 
 import chart
-from cardview import VERDICTS, RunFiles, build_iteration, build_research, roof_headline, stats_rows, rel_rows, roof_rows, verdict_of
+from cardview import (VERDICTS, RunFiles, build_iteration, build_research, diagnosis_texts, profile_texts,
+                      rel_rows, roof_headline, roof_rows, stats_rows, verdict_of)
 from htmlfmt import as_dict, as_int, as_list, as_text, clip, finite, fmt_duration, fmt_frac_pct, fmt_clock, fmt_num, fmt_ts, num, parse_ts, shape_label
 from trajectory import read_events
 
@@ -25,6 +26,25 @@ LEVELS = (
     dict(prompt=800, response=800, diff_lines=50, text=800),
     dict(prompt=0, response=0, diff_lines=24, text=400),
 )
+
+
+def peers_of(events) -> tuple[list[dict], str, list[str]]:
+    """The peers of the newest job that timed them (the final job, else the baseline's), fastest
+    first: ([{label, median_ms, mean_ms, std_ms}], which job, ["label: why skipped"])."""
+    for ev in reversed(events):
+        if ev.get("event") not in ("final", "baseline"):
+            continue
+        block = as_dict(as_dict(ev.get("result")).get("peers"))
+        if not block:
+            continue
+        rows = [{"label": as_text(k), "median_ms": finite(as_dict(s).get("median_ms")),
+                 "mean_ms": finite(as_dict(s).get("mean_ms")), "std_ms": finite(as_dict(s).get("std_ms"))}
+                for k, s in as_dict(block.get("peers")).items()]
+        rows = sorted((r for r in rows if r["median_ms"]), key=lambda r: r["median_ms"])
+        skipped = [clip(f"{as_text(k)}: {as_text(v)}", 300)[0] for k, v in as_dict(block.get("skipped")).items()]
+        job = "final champion" if ev.get("event") == "final" else "baseline"
+        return rows, job, skipped
+    return [], "", []
 
 
 def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=None, files=None) -> dict:
@@ -74,7 +94,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
                 r["after_iters"] = len(iters)
                 research.append(r)
                 items.append(r)
-            elif kind not in ("run_start", "run_end", "baseline"):
+            elif kind not in ("run_start", "run_end", "baseline", "final"):
                 unknown += 1
         except Exception as e:  # one bad event must not take the page down
             warnings.append(f"event {idx + 1} ({as_text(kind)}) could not be rendered: {type(e).__name__}: {e}")
@@ -145,7 +165,10 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
     argv_text = shlex.join([as_text(a) for a in argv]) if isinstance(argv, list) else as_text(argv)
 
     run_id = as_text(start.get("run_id")) or as_text(events[0].get("run_id") if events else "") or run_dir.name
+    peers, peers_job, peers_skipped = peers_of(events)
     view = {
+        "peers": peers, "peers_job": peers_job, "peers_skipped": peers_skipped,
+        "final_line": clip(as_text(end.get("final_line")), 300)[0] if end.get("final_line") else "",
         "run_id": run_id, "run_dir": run_dir.name, "live": not ends, "has_events": bool(events),
         "refresh_s": REFRESH_S, "synthetic": synthetic, "backends": backends,
         "backend": ", ".join(backends) or "—",
@@ -181,6 +204,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
             "roof_rows": roof_rows(base_res.get("roofline")),
             "error": clip(as_text(base_res.get("error")), limits["text"])[0] if base_res.get("error") else "",
             "ok": base_res.get("ok"), "mode": as_text(base_res.get("mode")), "clock": fmt_clock(base_ev.get("ts")),
+            "diagnosis": diagnosis_texts(base_ev.get("diagnosis")), "profile_lines": profile_texts(base_res),
         },
         "champion_href": files.href("champion.py"),
         "warnings": warnings,

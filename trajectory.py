@@ -66,6 +66,7 @@ class Baseline(Common, total=False):
     candidate_file: str         # baseline.py, relative to the run folder
     candidate_config: dict | None  # the baseline's CONFIG dict (contract.read_config)
     result: dict                # the checker's KERNLOOP_RESULT for the baseline, timed against itself
+    diagnosis: list | None      # diagnosis.of_result() of the baseline: [{rule, text}]
 
 
 class Research(Common, total=False):
@@ -92,6 +93,7 @@ class Iteration(Common, total=False):
     contract: dict | None       # {ok, reasons}; None when there was no code
     result: dict | None         # the checker's result line (None when never run)
     decision: dict              # decision.decide(): {verdict, promoted, reason, rule{..., gain, speedup}}
+    diagnosis: list | None      # diagnosis.of_result() of a promoted candidate: [{rule, text}]
     champion_id: str            # the champion after this decision
     champion_mean_ms: float | None    # its mean time (as recorded when it was promoted)
     speedup_vs_baseline: float | None  # baseline mean / champion_mean_ms after this decision
@@ -101,6 +103,7 @@ class Final(Common, total=False):
     candidate_id: str           # the final champion, timed again beside its peers (nothing is decided)
     candidate_file: str         # its file, relative to the run folder
     result: dict                # the checker's KERNLOOP_RESULT: champion against itself, with peers and profile
+    diagnosis: list | None      # diagnosis.of_result() of the champion: [{rule, text}]
 
 
 STOPPED = {   # run_end.stopped: the machine-readable stop; stop_reason says it in words
