@@ -153,7 +153,7 @@ def stall_finding(counters: dict | None) -> str | None:
 def diagnose(roofline: dict | None = None, ceilings: dict | None = None, cost: dict | None = None,
              profile: dict | None = None, counters: dict | None = None) -> list[dict]:
     """Findings, most important first. `cost` = {"read_bytes", "write_bytes"} compulsory;
-    `profile` as checker/profile.py writes it (its main kernel is the one talked about);
+    `profile` as checker/kernelprofile.py writes it (its main kernel is the one talked about);
     `counters` as checker/ncu.summarize_kernels writes them."""
     cost = cost or {}
     kernels = (profile or {}).get("kernels") or []

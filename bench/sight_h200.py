@@ -85,7 +85,7 @@ class Bench:
     def __init__(self, dry: bool, reps: int):
         self.dry, self.reps = dry, reps
         import torch
-        from checker import peers, profile
+        from checker import kernelprofile as profile, peers
         self.torch, self.check, self.peers, self.profile = torch, checker_parts(), peers, profile
         self.dev = torch.device("cpu") if dry else torch.device("cuda")
         self.flush = (lambda: None) if dry else \

@@ -1,7 +1,7 @@
 """diagnosis.py: each rule on the numbers that should trigger it, and silence where it should not."""
 from pathlib import Path
 
-from checker.profile import SM_LIMITS, kernel_summary, launch_bound
+from checker.kernelprofile import SM_LIMITS, kernel_summary, launch_bound
 from diagnosis import (bound_finding, compulsory_bytes, diagnose, grid_finding, launch_finding,
                        occupancy_finding, sig, spill_finding, stall_finding, throughput_finding,
                        traffic_finding)

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import page  # noqa: E402
-from checker.profile import SM_LIMITS, kernel_summary, launch_bound  # noqa: E402
+from checker.kernelprofile import SM_LIMITS, kernel_summary, launch_bound  # noqa: E402
 from test_page import Parsed  # noqa: E402
 from trajectory import RunLog, read_events  # noqa: E402
 

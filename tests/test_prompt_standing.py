@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import briefing  # noqa: E402
 import nemotron_client as nc  # noqa: E402
 import prompt  # noqa: E402
-from checker.profile import SM_LIMITS, kernel_summary, launch_bound  # noqa: E402
+from checker.kernelprofile import SM_LIMITS, kernel_summary, launch_bound  # noqa: E402
 from diagnosis import compulsory_bytes  # noqa: E402
 from loopback_openai import LoopbackOpenAI, reply  # noqa: E402
 from proposer import ProposalContext  # noqa: E402

@@ -1,4 +1,4 @@
-"""checker/profile.py: occupancy on sm_90 against hand-computed cases, the launch-bound verdict.
+"""checker/kernelprofile.py: occupancy on sm_90 against hand-computed cases, the launch-bound verdict.
 
 Each expected number is worked out in the comment beside it from the sm_90 limits (65536
 registers/SM in 4 sub-partitions, allocated per warp in units of 256; 228 KB shared memory/SM,
@@ -6,7 +6,7 @@ registers/SM in 4 sub-partitions, allocated per warp in units of 256; 228 KB sha
 """
 import pytest
 
-from checker.profile import (SM_LIMITS, kernel_summary, launch_bound, limits_for, main_kernel,
+from checker.kernelprofile import (SM_LIMITS, kernel_summary, launch_bound, limits_for, main_kernel,
                              occupancy, waves)
 
 H = SM_LIMITS[(9, 0)]
@@ -85,7 +85,7 @@ def test_cached_kernels_unwraps_autotuner_chains():
 
     import triton
 
-    from checker.profile import cached_kernels
+    from checker.kernelprofile import cached_kernels
 
     @triton.jit
     def k1(x):
