@@ -191,6 +191,7 @@ BAD = [
     ("new", "g"),
     ("check", "--spec", "specs/softmax.yaml", "tests/kernels/missing_kernel.py"),
     ("check", "--spec", "specs/missing.yaml", str(KERNELS / "gelu_triton.py")),
+    ("check", "--spec", "specs/softmax.yaml", "specs/softmax_naive.py", "--backend", "bogus"),
 ]
 
 
