@@ -46,12 +46,13 @@ def _env(torch, liger):
     return env
 
 
-def expression_peer(torch, expr: str, names: list[str], liger):
-    """A callable evaluating a torch expression over the positional inputs named `names`."""
+def expression_peer(torch, expr: str, names: list[str], liger, ref_ns: dict | None = None):
+    """A callable evaluating a torch expression over the positional inputs named `names`; with
+    `ref_ns` (a `reference: file.py:fn` spec's namespace) it may call that file's functions."""
     code = compile(expr, "<peer>", "eval")
     if "liger" in code.co_names and liger is None:
         raise LookupError("liger-kernel is not installed (optional: pip install liger-kernel)")
-    env = _env(torch, liger)
+    env = {**(ref_ns or {}), **_env(torch, liger)}
     if "liger" in code.co_names:
         missing = [n for n in _attrs_of(expr, "liger") if not hasattr(liger, n)]
         if missing:
@@ -76,20 +77,27 @@ def compiled_reference(torch, reference: str, names: list[str], backend: str = "
     return torch.compile(ns["reference_fn"], dynamic=False, backend=backend)
 
 
-def build(torch, spec: dict, with_compile: bool = True, backend: str = "inductor") -> tuple[dict, dict]:
+def build(torch, spec: dict, with_compile: bool = True, backend: str = "inductor",
+          ref_fn=None) -> tuple[dict, dict]:
     """(label -> callable, label -> reason skipped) for the spec's peers (`spec` as the checker
-    reads it: inputs, reference, compare)."""
+    reads it: inputs, reference, compare). `ref_fn`: the reference function of a spec whose
+    reference is a file (`reference_source`): compiled as is, its module visible to `compare:`."""
     names = [i["name"] for i in spec["inputs"]]
     liger = liger_namespace()
     peers, skipped = {}, {}
+    from_file = spec.get("reference_source") is not None
+    if from_file and ref_fn is None:
+        raise ValueError("a spec whose reference is a file needs its reference function (ref_fn)")
+    ref_ns = ref_fn.__globals__ if from_file else None
     for label, expr in (spec.get("compare") or {}).items():
         try:
-            peers[label] = expression_peer(torch, expr, names, liger)
+            peers[label] = expression_peer(torch, expr, names, liger, ref_ns)
         except Exception as e:   # noqa: BLE001 - a peer never fails the job
             skipped[label] = f"{type(e).__name__}: {e}"
     if with_compile:
         try:
-            peers[COMPILE_LABEL] = compiled_reference(torch, spec["reference"], names, backend)
+            peers[COMPILE_LABEL] = torch.compile(ref_fn, dynamic=False, backend=backend) if from_file \
+                else compiled_reference(torch, spec["reference"], names, backend)
         except Exception as e:   # noqa: BLE001
             skipped[COMPILE_LABEL] = f"{type(e).__name__}: {e}"
     return peers, skipped
@@ -170,14 +178,15 @@ def best_peer(peer_stats: dict, key: str = "median_ms") -> tuple[str, dict] | No
 
 
 def peers_block(torch, spec: dict, args: list, ref, kernel_calls: dict, make_call, summarize,
-                warmup: int, reps: int, min_warm_s: float = 0.0, backend: str = "inductor") -> dict:
+                warmup: int, reps: int, min_warm_s: float = 0.0, backend: str = "inductor",
+                ref_fn=None) -> dict:
     """The result line's `peers` block of one job: build and screen the spec's peers on the timed
     inputs `args` (against `ref`), then time them interleaved with `kernel_calls` (label ->
     zero-argument callable returning the ms of one of that kernel's timed calls, e.g. the
     champion worker's). `make_call(fn)` turns a peer into such a callable (`event_call` on the
     GPU). Never raises for a peer; a kernel's failure propagates."""
     t0 = time.monotonic()
-    built, skipped = build(torch, spec, backend=backend)
+    built, skipped = build(torch, spec, backend=backend, ref_fn=ref_fn)
     kept, why, rel = screen(torch, built, args, ref)
     skipped.update(why)
     build_s = time.monotonic() - t0

@@ -295,3 +295,18 @@ def test_spec_with_integer_input_and_reference_file_loads(tmp_path):
     assert s.torch_baseline and s.reference_fn == "f" and s.inputs[1]["high"] == "C"
     xs, ref = cpu_reference(s, {"B": 8, "C": 4})
     assert xs[1].dtype == torch.int64 and float(ref) == float(xs[0].sum() + xs[1].sum())
+
+
+def test_peers_of_a_file_reference_call_its_functions(kb_specs):
+    """compare: entries of a KernelBench spec call the reference file's functions; torch.compile
+    compiles the reference function itself (backend eager here: no code generation on the CPU)."""
+    from checker import peers
+    ln = kb_specs["layernorm_affine"]
+    cs = ln.to_checker()
+    built, skipped = peers.build(torch, cs, backend="eager", ref_fn=reference_callable(torch, cs))
+    assert skipped == {} and set(built) == {"Model.forward (eager)", peers.COMPILE_LABEL}
+    xs, ref = cpu_reference(ln, {"batch_size": 2, "features": 3, "dim1": 5, "dim2": 7})
+    kept, why, rel = peers.screen(torch, built, xs, ref)
+    assert why == {} and max(rel.values()) < 1e-6
+    with pytest.raises(ValueError):
+        peers.build(torch, cs)       # a file reference without its function: a caller's bug
