@@ -20,6 +20,8 @@ from sandbox import run_child
 
 ROOT = Path(__file__).resolve().parent
 CHECKER = ROOT / "checker" / "check.py"
+# what check.py imports only for --peers / --profile-kernel, staged beside it
+CHECKER_SIGHT = [ROOT / "checker" / n for n in ("sight.py", "peers.py", "kernelprofile.py", "ncu.py")]
 SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
                     "correctness by the Triton interpreter on the CPU)")
 
@@ -57,6 +59,8 @@ def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path
             files[side] = workdir / f"{side}.py"
             shutil.copyfile(src, files[side])
     shutil.copyfile(CHECKER, files["checker"])
+    for src in CHECKER_SIGHT:
+        shutil.copyfile(src, workdir / src.name)
     return files
 
 
@@ -145,10 +149,13 @@ class LocalBackend(Backend):
         self.extra_args = tuple(extra_args)   # checker flags, for benchmarks (e.g. --no-prewarm)
         self.env_extra = pycache_env()
 
+    times_peers = True
+
     def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False):
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
         cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
-               "--mode", "gpu", "--backend", self.name, *self.extra_args]
+               "--mode", "gpu", "--backend", self.name, "--profile-kernel",
+               *(["--peers"] if peers else []), *self.extra_args]
         out = run_child(cmd, self.timeout_s, cwd=str(workdir), env_extra=self.env_extra)
         return parse_child(out, self.name, False, Path(workdir) / "checker.log")
 

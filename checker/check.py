@@ -9,7 +9,10 @@ means the harness itself broke.
   python checker/check.py --spec spec.json (--candidate cand.py | --candidate-torch)
          (--champion champ.py | --champion-torch)
          [--mode gpu|interpret] [--no-timing] [--flush read|rotate|zero|none] [--draws 3]
-         [--settle-us 200] [--no-prewarm] [--profile]
+         [--settle-us 200] [--no-prewarm] [--profile] [--peers] [--profile-kernel]
+
+--peers and --profile-kernel (GPU; checker/sight.py and its modules staged beside this file) add
+the spec's peers timed beside the candidate, and the candidate's profile, to the result line.
 
 --mode interpret runs the Triton interpreter on the CPU, on the spec's check_shapes, with bf16
 replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), and never times.
@@ -646,6 +649,18 @@ def run(args, result: dict) -> None:
                           "champion": roofline(result["champion"], cost, ceil)}
     result["stage"] = "done"
     result["ok"] = True
+    if args.peers or args.profile_kernel:   # checker/sight.py, staged beside this file
+        _phase(result, "sight")
+        try:   # never fails the job: the verdict above stands
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import sight
+            sight.look(torch, spec, result, fn, sys.modules.get("kernloop_candidate"), arg_sets[0],
+                       flush, reference(torch, spec, arg_sets[0], ref_dtype), summarize, args.peers,
+                       args.profile_kernel and not args.candidate_torch, args.spec,
+                       None if args.candidate_torch else args.candidate, args.warmup, args.reps,
+                       args.min_warm_ms / 1e3, ref_fn=reference_callable(torch, spec))
+        except Exception as e:   # noqa: BLE001
+            result["sight_error"] = f"{type(e).__name__}: {str(e)[:500]}"
 
 
 def _rel_or_nan(torch, out, ref):
@@ -686,6 +701,11 @@ def parse_args(argv=None):
     p.add_argument("--champion-torch", action="store_true",
                    help="the champion is the spec's reference run in torch (baseline: torch)")
     p.add_argument("--mode", choices=["gpu", "interpret"], default="gpu")
+    p.add_argument("--peers", action="store_true",
+                   help="GPU: also time the spec's peers beside the candidate (checker/peers.py)")
+    p.add_argument("--profile-kernel", action="store_true",
+                   help="GPU: profile the candidate when it may be promoted (always with --peers): "
+                        "compiled kernel, occupancy, launch cost, ncu where KERNLOOP_NCU allows")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
     p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")

@@ -74,7 +74,18 @@ def compiled_reference(torch, reference: str, names: list[str], backend: str = "
     src = f"def reference_fn({', '.join(names)}):\n    return {reference}\n"
     ns = dict(_env(torch, None))
     exec(compile(src, "<reference>", "exec"), ns)
-    return torch.compile(ns["reference_fn"], dynamic=False, backend=backend)
+    return _compile(torch, ns["reference_fn"], backend)
+
+
+def _compile(torch, fn, backend: str):
+    """torch.compile, compiling in this process (no worker pool: the checker blocks fork)."""
+    if backend == "inductor":
+        try:
+            import torch._inductor.config as ic
+            ic.compile_threads = 1
+        except Exception:   # noqa: BLE001 - an older torch: its default then
+            pass
+    return torch.compile(fn, dynamic=False, backend=backend)
 
 
 def build(torch, spec: dict, with_compile: bool = True, backend: str = "inductor",
@@ -96,7 +107,7 @@ def build(torch, spec: dict, with_compile: bool = True, backend: str = "inductor
             skipped[label] = f"{type(e).__name__}: {e}"
     if with_compile:
         try:
-            peers[COMPILE_LABEL] = torch.compile(ref_fn, dynamic=False, backend=backend) if from_file \
+            peers[COMPILE_LABEL] = _compile(torch, ref_fn, backend) if from_file \
                 else compiled_reference(torch, spec["reference"], names, backend)
         except Exception as e:   # noqa: BLE001
             skipped[COMPILE_LABEL] = f"{type(e).__name__}: {e}"
@@ -187,7 +198,8 @@ def peers_block(torch, spec: dict, args: list, ref, kernel_calls: dict, make_cal
     GPU). Never raises for a peer; a kernel's failure propagates."""
     t0 = time.monotonic()
     built, skipped = build(torch, spec, backend=backend, ref_fn=ref_fn)
-    kept, why, rel = screen(torch, built, args, ref)
+    with torch.no_grad():   # what a user runs for inference; no autograd graph
+        kept, why, rel = screen(torch, built, args, ref)
     skipped.update(why)
     build_s = time.monotonic() - t0
     calls = {**kernel_calls, **{lbl: make_call(fn) for lbl, fn in kept.items()}}

@@ -1,0 +1,68 @@
+"""The checker's second look at a timed candidate (GPU only): its peers timed beside it, and its
+profile (compiled kernel, occupancy, launch cost, one ncu-profiled call) when it may be promoted.
+
+Called by the checker after the A/B timing passed, in the same process: the peers and the
+candidate are timed with the same flush and one CUDA event pair per call, interleaved rep by
+rep. Nothing here can fail a job: every failure becomes a reason in the result line.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+try:   # as checker.sight (tests, benches) or flat beside check.py (a staged job)
+    from . import kernelprofile, ncu
+    from . import peers as peers_mod
+except ImportError:
+    import kernelprofile
+    import ncu
+    import peers as peers_mod
+
+
+def timed_call(torch, fn, args, flush, watch):
+    """One call between a CUDA event pair after the flush (the checker's timed call)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush()
+    with watch:
+        start.record()
+        out = fn(*args)
+        end.record()
+    return out, start, end
+
+
+def wants_profile(result: dict, always: bool) -> bool:
+    """Profile the baseline and final jobs (`always`) and any candidate whose mean beats the
+    champion's: the ones that may be promoted. Pure."""
+    if always:
+        return True
+    c, b = (result.get("candidate") or {}).get("mean_ms"), (result.get("champion") or {}).get("mean_ms")
+    return bool(c and b and c < b)
+
+
+def look(torch, spec: dict, result: dict, fn, module, args: list, flush, ref, summarize,
+         want_peers: bool, want_profile: bool, spec_path: str, kernel_path: str | None,
+         warmup: int, reps: int, min_warm_s: float, ref_fn=None) -> None:
+    """Add `peers` and `profile` to the result line (either may be absent)."""
+    if want_peers:
+        t0 = time.monotonic()
+        try:
+            call = peers_mod.event_call(torch, fn, args, flush, timed_call)
+            result["peers"] = peers_mod.peers_block(
+                torch, spec, args, ref, {"candidate": call},
+                lambda f: peers_mod.event_call(torch, f, args, flush, timed_call), summarize,
+                warmup, reps, min_warm_s, ref_fn=ref_fn)
+        except Exception as e:   # noqa: BLE001 - the candidate's own failure was caught before
+            result["peers"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+        result["peers"]["cost_s"] = time.monotonic() - t0
+    if want_profile and kernel_path and wants_profile(result, want_peers):
+        gpu_ms = (result.get("candidate") or {}).get("median_ms")
+        try:
+            prof = kernelprofile.profile(torch, fn, args, gpu_ms, module=module)
+        except Exception as e:   # noqa: BLE001
+            prof = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+        if os.environ.get("KERNLOOP_NCU", "auto") != "off":
+            try:
+                prof["ncu"] = ncu.run_ncu(spec_path, kernel_path)
+            except ncu.NcuError as e:
+                prof["ncu"] = {"ok": False, "error": str(e)}
+        result["profile"] = {"candidate": prof}
