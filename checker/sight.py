@@ -42,22 +42,36 @@ def wants_profile(result: dict, always: bool) -> bool:
 def look(torch, spec: dict, result: dict, fn, module, args: list, flush, ref, summarize,
          want_peers: bool, want_profile: bool, spec_path: str, kernel_path: str | None,
          warmup: int, reps: int, min_warm_s: float, ref_fn=None) -> None:
-    """Add `peers` and `profile` to the result line (either may be absent)."""
+    """The single-process checker's entry: the candidate `fn` (from `module`) runs here."""
+    look_split(torch, spec, result, peers_mod.event_call(torch, fn, args, flush, timed_call),
+               lambda gpu_ms: kernelprofile.profile(torch, fn, args, gpu_ms, module=module),
+               args, flush, ref, summarize, want_peers, want_profile, spec_path, kernel_path,
+               warmup, reps, min_warm_s, ref_fn)
+
+
+def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args: list, flush, ref,
+               summarize, want_peers: bool, want_profile: bool, spec_path: str,
+               kernel_path: str | None, warmup: int, reps: int, min_warm_s: float,
+               ref_fn=None, make_call=None, backend: str = "inductor") -> None:
+    """Add `peers` and `profile` to the result line (either may be absent). The candidate is
+    reached only through `kernel_call()` (the ms of one flushed, timed call: in a judge, the
+    worker's timed call) and `profile_call(gpu_ms)` (kernelprofile.profile where the kernel
+    lives: in a judge, a worker request); the peers run here on `args`, flushed by `flush`
+    (`make_call(peer_fn)`: its timed call, CUDA events by default)."""
+    make_call = make_call or (lambda f: peers_mod.event_call(torch, f, args, flush, timed_call))
     if want_peers:
         t0 = time.monotonic()
         try:
-            call = peers_mod.event_call(torch, fn, args, flush, timed_call)
             result["peers"] = peers_mod.peers_block(
-                torch, spec, args, ref, {"candidate": call},
-                lambda f: peers_mod.event_call(torch, f, args, flush, timed_call), summarize,
-                warmup, reps, min_warm_s, ref_fn=ref_fn)
+                torch, spec, args, ref, {"candidate": kernel_call}, make_call, summarize,
+                warmup, reps, min_warm_s, backend=backend, ref_fn=ref_fn)
         except Exception as e:   # noqa: BLE001 - the candidate's own failure was caught before
             result["peers"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         result["peers"]["cost_s"] = time.monotonic() - t0
     if want_profile and kernel_path and wants_profile(result, want_peers):
         gpu_ms = (result.get("candidate") or {}).get("median_ms")
         try:
-            prof = kernelprofile.profile(torch, fn, args, gpu_ms, module=module)
+            prof = profile_call(gpu_ms)
         except Exception as e:   # noqa: BLE001
             prof = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         if os.environ.get("KERNLOOP_NCU", "auto") != "off":

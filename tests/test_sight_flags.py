@@ -34,3 +34,57 @@ def test_wants_profile():
     assert not wants_profile({"candidate": {"mean_ms": 1.1}, "champion": {"mean_ms": 1.0}}, False)
     assert not wants_profile({"candidate": None, "champion": {"mean_ms": 1.0}}, False)
 
+
+
+def _host(fn, args):
+    import time
+
+    def call():
+        t0 = time.perf_counter()
+        fn(*args)
+        return (time.perf_counter() - t0) * 1e3
+    return call
+
+
+def test_look_split_adds_peers_and_profile_through_the_calls_it_is_given(monkeypatch):
+    """The judge's entry on the CPU: the candidate only through kernel_call/profile_call (host
+    clock standing in for CUDA events), the peers built and timed here."""
+    import torch
+
+    from checker.check import reference, summarize
+    from checker.sight import look_split
+    monkeypatch.setenv("KERNLOOP_NCU", "off")
+    spec = load_spec(ROOT / "specs" / "softmax.yaml").to_checker()
+    spec["compare"] = {"torch.softmax": "torch.softmax(x, dim=-1)"}
+    x = torch.randn(16, 128)
+    asked = []
+    result = {"candidate": {"mean_ms": 0.05, "median_ms": 0.05}, "champion": {"mean_ms": 0.06}}
+    look_split(torch, spec, result, _host(lambda a: torch.softmax(a, -1), [x]),
+               lambda gpu_ms: asked.append(gpu_ms) or {"kernels": [], "cost_s": 0.0},
+               [x], lambda: None, reference(torch, spec, [x], torch.float64), summarize, False, True,
+               "spec.json", "k.py", 1, 3, 0.0, make_call=lambda f: _host(f, [x]))
+    assert asked == [0.05] and result["profile"]["candidate"]["kernels"] == [] and "peers" not in result
+    result = {"candidate": {"mean_ms": 0.07, "median_ms": 0.07}, "champion": {"mean_ms": 0.06}}
+    look_split(torch, spec, result, _host(lambda a: torch.softmax(a, -1), [x]),
+               lambda gpu_ms: asked.append(gpu_ms) or {}, [x], lambda: None,
+               reference(torch, spec, [x], torch.float64), summarize, False, True, "spec.json", "k.py",
+               1, 3, 0.0, make_call=lambda f: _host(f, [x]))
+    assert "profile" not in result and asked == [0.05]   # slower than the champion: not profiled
+
+
+def test_look_split_with_peers_times_them_beside_the_candidate(monkeypatch):
+    import torch
+
+    from checker.check import reference, summarize
+    from checker.sight import look_split
+    monkeypatch.setenv("KERNLOOP_NCU", "off")
+    spec = load_spec(ROOT / "specs" / "softmax.yaml").to_checker()
+    x = torch.randn(16, 128)
+    result = {"candidate": {"mean_ms": 0.09, "median_ms": 0.09}, "champion": {"mean_ms": 0.06}}
+    look_split(torch, spec, result, _host(lambda a: torch.softmax(a, -1), [x]), lambda gpu_ms: {"kernels": []},
+               [x], lambda: None, reference(torch, spec, [x], torch.float64), summarize, True, True,
+               "spec.json", "k.py", 1, 3, 0.0, make_call=lambda f: _host(f, [x]), backend="eager")
+    blk = result["peers"]
+    assert set(blk["peers"]) == {"torch.softmax", "torch.compile"} and blk["kernels"]["candidate"]["n"] == 3
+    assert blk["cost_s"] > 0 and "liger" in blk["skipped"]   # the spec's liger entry: not installed here
+    assert "profile" in result   # a job with peers (baseline, final) always profiles
