@@ -85,6 +85,7 @@ def test_look_split_with_peers_times_them_beside_the_candidate(monkeypatch):
                [x], lambda: None, reference(torch, spec, [x], torch.float64), summarize, True, True,
                "spec.json", "k.py", 1, 3, 0.0, make_call=lambda f: _host(f, [x]), backend="eager")
     blk = result["peers"]
-    assert set(blk["peers"]) == {"torch.softmax", "torch.compile"} and blk["kernels"]["candidate"]["n"] == 3
-    assert blk["cost_s"] > 0 and "liger" in blk["skipped"]   # the spec's liger entry: not installed here
+    assert {"torch.softmax", "torch.compile"} <= set(blk["peers"]) and blk["kernels"]["candidate"]["n"] == 3
+    assert blk["cost_s"] > 0
+    assert "liger" in blk["skipped"] or "liger" in blk["peers"]   # the optional package: either way, said
     assert "profile" in result   # a job with peers (baseline, final) always profiles
