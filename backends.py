@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 import perfmodel
@@ -106,11 +107,23 @@ class Backend:
         return {"backend": self.name, "device": self.device, "synthetic": self.synthetic}
 
     def evaluate(self, spec, candidate: Path, champion: Path, workdir: Path, configs: dict | None = None,
-                 peers: bool = False) -> dict:
-        """The checker's result for candidate vs champion. `configs` ({"candidate": CONFIG dict,
-        "champion": ...}, parsed once by the loop) spares a backend that needs them a re-parse.
+                 peers: bool = False, slot: str | None = None) -> dict:
+        """The checker's result for candidate vs champion, timed in ONE job on ONE worker (`slot`,
+        from slots()). `configs` ({"candidate": CONFIG dict, "champion": ...}, parsed once by the
+        loop) spares a backend that needs them a re-parse.
         `peers`: also time the spec's peers beside the candidate (where `times_peers`)."""
         raise NotImplementedError
+
+    def slots(self, parallel: int) -> list[str]:
+        """The evaluation workers for `parallel` candidates in flight: one job at a time each."""
+        return ["worker0"]
+
+    def evaluate_batch(self, spec, candidates: list[tuple[str, Path]], champion: Path,
+                       workdir: Path, slot: str | None = None) -> list[dict]:
+        """Time each (id, file) against the champion, one after another on the same worker, each
+        in its own checker process; one result per candidate, in order."""
+        return [self.evaluate(spec, path, champion, Path(workdir) / cid, slot=slot)
+                for cid, path in candidates]
 
 
 def pycache_env(package_dir: Path | None = None) -> dict:
@@ -151,13 +164,29 @@ class LocalBackend(Backend):
 
     times_peers = True
 
-    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False):
-        f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
+    def slots(self, parallel: int) -> list[str]:
+        """One worker per visible GPU, named by the CUDA_VISIBLE_DEVICES entry that pins it."""
+        return visible_gpus() or ["0"]
+
+    def command(self, f: dict[str, Path], slot: str | None, peers: bool = False) -> tuple[list[str], dict]:
+        """The one checker process of a job and its environment: candidate and champion are
+        timed in it, on the one GPU the slot pins."""
         cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
                "--mode", "gpu", "--backend", self.name, "--profile-kernel",
                *(["--peers"] if peers else []), *self.extra_args]
-        out = run_child(cmd, self.timeout_s, cwd=str(workdir), env_extra=self.env_extra)
-        return parse_child(out, self.name, False, Path(workdir) / "checker.log")
+        env = dict(self.env_extra)
+        if slot is not None:
+            env["CUDA_VISIBLE_DEVICES"] = slot
+        return cmd, env
+
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
+        f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
+        cmd, env = self.command(f, slot, peers)
+        out = run_child(cmd, self.timeout_s, cwd=str(workdir), env_extra=env)
+        res = parse_child(out, self.name, False, Path(workdir) / "checker.log")
+        if slot is not None:
+            res.setdefault("backend_meta", {})["cuda_visible_devices"] = slot
+        return res
 
 
 class SyntheticBackend(Backend):
@@ -171,16 +200,28 @@ class SyntheticBackend(Backend):
     def __init__(self, seed: int = 0, timeout_s: float | None = None):
         self.seed = seed
         self.jobs = 0
+        self._lock = threading.Lock()   # jobs may run in several threads (--parallel)
         self.timeout_s = timeout_s or _env_float("KERNLOOP_CHECK_TIMEOUT_S", 300.0)
 
-    def _samples(self, mean_ms: float, n: int, tag: str) -> list[float]:
-        rng = random.Random(f"{self.seed}:{self.jobs}:{tag}")
+    def _samples(self, mean_ms: float, n: int, tag: str, job: int) -> list[float]:
+        rng = random.Random(f"{self.seed}:{job}:{tag}")
         return [mean_ms * (1.0 + rng.gauss(0.0, self.NOISE)) for _ in range(n)]
 
-    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False):
+    def slots(self, parallel: int) -> list[str]:
+        """CPU workers: KERNLOOP_SYNTHETIC_WORKERS, else one per core; at most one per candidate
+        in flight."""
+        n = _env_float("KERNLOOP_SYNTHETIC_WORKERS", float(os.cpu_count() or 1))
+        if n < 1 or n != int(n):
+            raise BackendError(f"environment variable KERNLOOP_SYNTHETIC_WORKERS={n:g} must be "
+                               "an integer >= 1")
+        return [f"cpu{i}" for i in range(max(1, min(parallel, int(n))))]
+
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
         # peers: modeled runs leave them out (there is no model of torch's or Liger's kernels)
         from checker.check import roofline, summarize, ceilings_for
-        self.jobs += 1
+        with self._lock:
+            self.jobs += 1
+            job = self.jobs
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
         cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
                "--mode", "interpret", "--backend", self.name, "--synthetic"]
@@ -218,7 +259,7 @@ class SyntheticBackend(Backend):
         cost = {"flops": flops, "bytes": nbytes}
         ceil = ceilings_for("H200")
         for side in ("candidate", "champion"):
-            res[side] = summarize(self._samples(means[side], reps, side), warm)
+            res[side] = summarize(self._samples(means[side], reps, side, job), warm)
         res["roofline"] = {s: roofline(res[s], cost, ceil) for s in ("candidate", "champion")}
         res["ceilings"] = ceil
         res["stage"] = "done"
@@ -241,3 +282,20 @@ def cuda_visible() -> tuple[bool, str]:
         return False, "no CUDA GPU visible to torch"
     except Exception as e:   # broken driver installs raise here
         return False, f"CUDA check failed: {e}"
+
+
+def gpu_slots(count: int, visible: str | None) -> list[str]:
+    """One slot per GPU: the CUDA_VISIBLE_DEVICES entry that pins a job to it. A user's own
+    CUDA_VISIBLE_DEVICES (ids or UUIDs) is kept: its entries are the slots."""
+    given = [d.strip() for d in (visible or "").split(",") if d.strip()]
+    return given[:count] if given else [str(i) for i in range(count)]
+
+
+def visible_gpus() -> list[str]:
+    """The slots of the GPUs this process may use, without initialising CUDA here."""
+    try:
+        import torch
+        count = torch.cuda.device_count()
+    except Exception:   # noqa: BLE001 - no torch or a broken driver: the caller falls back
+        return []
+    return gpu_slots(count, os.environ.get("CUDA_VISIBLE_DEVICES"))

@@ -135,10 +135,31 @@ def rel_rows(result):
     return rows, tol
 
 
+def flight_flags(ev: dict) -> list[dict]:
+    """Tags for a candidate decided with others in flight (--parallel/--batch): re-timed,
+    confirmed or not, superseded. Empty for a one-at-a-time run."""
+    flags = []
+    evals = [e for e in as_list(ev.get("evaluations")) if isinstance(e, dict)]
+    if len(evals) > 1:
+        flags.append({"label": f"re-timed x{len(evals) - 1}",
+                      "title": "; ".join(f"{as_text(e.get('job'))} vs {as_text(e.get('against'))}: "
+                                         f"{as_text(e.get('verdict'))}" for e in evals)})
+    if ev.get("confirmed") is True:
+        flags.append({"label": "confirmed", "title": "won its batch, then won again alone in a fresh job"})
+    elif ev.get("confirmed") is False:
+        flags.append({"label": "not confirmed", "title": "won its batch, lost when re-timed alone"})
+    sup = as_dict(ev.get("superseded"))
+    if sup:
+        flags.append({"label": f"superseded by {as_text(sup.get('by'))}", "title": as_text(sup.get("reason"))})
+    return flags
+
+
 def verdict_of(decision, promoted_flag):
     v = as_text(as_dict(decision).get("verdict")).strip().lower()
     if v in VERDICTS:
         return v
+    if v == "superseded":   # --parallel: not promoted; drawn as a rejection, labelled as it is
+        return "rejected"
     if promoted_flag is True:
         return "promoted"
     return "unknown"
@@ -318,7 +339,7 @@ def build_iteration(ev, idx, ctx):
         "profile_lines": profile_texts(res) if promoted else [],
         "cid": cid, "dom": dom, "parent": parent, "parent_dom": ctx["dom_of"].get(parent),
         "verdict": verdict, "verdict_label": as_text(decision.get("verdict")).strip() or verdict,
-        "promoted": verdict == "promoted",
+        "promoted": verdict == "promoted", "flags": flight_flags(ev),
         "reason": clip(as_text(decision.get("reason")), lim["text"])[0],
         "note": clip(as_text(ev.get("note")), lim["text"])[0],
         "proposer": as_text(ev.get("proposer")), "model": as_text(ev.get("model")),

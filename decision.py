@@ -85,3 +85,52 @@ def stop_reason(*args, **kwargs) -> str | None:
     """stop_rule's reason in words alone."""
     rule = stop_rule(*args, **kwargs)
     return rule[1] if rule else None
+
+
+# ---------------------------------------------------------------- many candidates in flight
+
+MAX_RETIMES = 3   # re-times a candidate gets while the champion keeps changing under it
+
+
+def gain_of(d: dict) -> float:
+    """The gain a decision measured (0 when it has none): ranks the winners of one batch."""
+    g = (d.get("rule") or {}).get("gain")
+    return g if _finite(g) else 0.0
+
+
+def batch_winners(decisions: list[tuple[str, dict]]) -> list[str]:
+    """Ids of the candidates of ONE batch that beat the champion, best (largest gain) first.
+    Picking the best of several noisy timings favours luck: each must win a confirmation
+    re-time in a fresh job before promotion, best first."""
+    won = [(cid, d) for cid, d in decisions if d.get("promoted")]
+    return [cid for cid, d in sorted(won, key=lambda it: -gain_of(it[1]))]
+
+
+def next_step(d: dict, against: str, champion: str, needs_confirmation: bool,
+              retimes: int, max_retimes: int = MAX_RETIMES) -> tuple[str, str | None]:
+    """What becomes of a candidate whose evaluation just finished, with decision `d` against
+    champion `against`, while `champion` is the champion now. Returns (step, reason):
+      decide      d stands as it is (a loss against an older champion is a loss)
+      promote     d won against the champion that is still current, in a job of its own
+      retime      it won, but the champion was replaced meanwhile, or it won inside a batch:
+                  time it again, alone, against the current champion
+      superseded  it won, but the champion changed during each of max_retimes re-times"""
+    if not d.get("promoted"):
+        return "decide", None
+    if against != champion:
+        if retimes >= max_retimes:
+            return "superseded", (f"won against {against}, but the champion changed during each "
+                                  f"of its {retimes} re-times (now {champion})")
+        return "retime", f"the champion was replaced ({against} -> {champion}) while it was timed"
+    if needs_confirmation:
+        return "retime", "best of its batch: a confirmation re-time in a fresh job comes first"
+    return "promote", None
+
+
+def superseded_decision(reason: str, rule: dict | None = None) -> dict:
+    return {"verdict": "superseded", "promoted": False, "reason": reason, "rule": rule}
+
+
+def unconfirmed(d: dict) -> dict:
+    """A batch winner that lost its confirmation re-time: the re-time's decision stands."""
+    return {**d, "reason": f"did not confirm in a fresh job: {d.get('reason')}"}

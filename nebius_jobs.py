@@ -35,11 +35,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from backends import Backend, failed_result, stage_job
+from nebius_batch import BATCH_MARKER, parse_batch_lines, stage_batch
 from nebius_settings import NebiusSettings, settings_from_env
 from resultline import MARKER, ResultLineError, parse_result_line, strip_ansi
 
@@ -198,8 +200,13 @@ class NebiusBackend(Backend):
         self.say = say or (lambda msg: print(msg, file=sys.stderr, flush=True))
         s = self.settings
         self.device = f"Nebius {s.platform} / {s.preset}"
+        self._interrupted = threading.Event()   # set from the loop's thread on Ctrl-C
         if s.check_mode == "interpret":
             self.device += " (checker in interpret mode: CPU, correctness only, no GPU timing)"
+
+    def interrupt(self) -> None:
+        """Jobs waited on in other threads give up now and are cancelled (never left billing)."""
+        self._interrupted.set()
 
     @classmethod
     def from_env(cls, env=None) -> "NebiusBackend":
@@ -278,6 +285,8 @@ class NebiusBackend(Backend):
         deadline = job.t0 + s.wait_s
         interval, failures, last_err = s.poll_s, 0, ""
         while True:
+            if self._interrupted.is_set():
+                return self._give_up(job, "KernLoop was interrupted")
             out = self._cli(job, ["ai", "job", "get", "--id", job.id, "--format", "json"])
             obj = load_json(out.stdout) if out.ok else None
             state, details = job_status(obj)
@@ -297,7 +306,7 @@ class NebiusBackend(Backend):
             if now >= deadline:
                 return self._give_up(job, f"still {job.state or 'unknown'} after {now - job.t0:.0f} s "
                                           f"(KERNLOOP_NEBIUS_WAIT_S={s.wait_s:g})")
-            time.sleep(min(interval, max(deadline - now, 0.0)))
+            self._interrupted.wait(min(interval, max(deadline - now, 0.0)))
             interval = min(interval * 1.5, s.poll_s * 6)
 
     def _give_up(self, job: _Job, why: str) -> str:
@@ -319,7 +328,7 @@ class NebiusBackend(Backend):
                     f"`nebius ai job cancel --id {job.id}`")
         return f"nebius: gave up on job {job.id}: {why}; {done}"   # the caller logs it
 
-    def _read_logs(self, job: _Job, want_result: bool) -> tuple[str, str]:
+    def _read_logs(self, job: _Job, want_result: bool, marker: str = MARKER) -> tuple[str, str]:
         """(log text, problem). Logs can be empty for a while, and may trail the final state:
         re-read for a bounded time until they hold a result line (or, when none is expected,
         until they hold anything)."""
@@ -329,11 +338,11 @@ class NebiusBackend(Backend):
             out = self._cli(job, ["ai", "job", "logs", job.id])
             if out.ok:
                 text = out.stdout + ("\n" + out.stderr if out.stderr.strip() else "")
-                found = MARKER in strip_ansi(text)
+                found = marker in strip_ansi(text)
                 if found or (text.strip() and not want_result):
                     return text, ""
                 problem = ("the job's logs were empty" if not text.strip()
-                           else "no KERNLOOP_RESULT line in the job's logs")
+                           else f"no {marker.strip()} line in the job's logs")
             else:
                 problem = f"`nebius ai job logs` failed ({out.why()})"
             if time.monotonic() >= deadline:
@@ -342,7 +351,11 @@ class NebiusBackend(Backend):
 
     # -- evaluate
 
-    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False):
+    def slots(self, parallel: int) -> list[str]:
+        """Up to KERNLOOP_NEBIUS_MAX_JOBS jobs at once, one per worker."""
+        return [f"job{i}" for i in range(self.settings.max_jobs)]
+
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
         workdir = Path(workdir)
         job = _Job(self.settings.for_spec(spec), self.say)
         files = stage_job(spec, candidate and Path(candidate), champion and Path(champion), workdir)
@@ -360,18 +373,67 @@ class NebiusBackend(Backend):
         return result
 
     def _run_job(self, job: _Job, spec, files: dict[str, Path], workdir: Path) -> dict:
+        err = self._start_and_wait(job, spec, files, workdir)
+        return self._fail(job, err) if err else self._collect(job, workdir)
+
+    def _start_and_wait(self, job: _Job, spec, files: dict[str, Path], workdir: Path) -> str | None:
+        """Submit the job and wait for a final state; an error message, or None."""
         big = oversized(files)
         if big:   # refuse before any CLI call: the create would be rejected anyway
-            return self._fail(job, f"nebius: refusing to submit, over the {MAX_INJECT_BYTES // 1024} "
-                                   f"KiB --inject-file limit: {', '.join(big)}; no job was created")
+            return (f"nebius: refusing to submit, over the {MAX_INJECT_BYTES // 1024} "
+                    f"KiB --inject-file limit: {', '.join(big)}; no job was created")
         job.name = job_name(getattr(spec, "name", "spec"), workdir.name)
-        err = self._submit(job, files, workdir)
-        if err:
-            return self._fail(job, err)
-        err = self._wait(job)
-        if err:
-            return self._fail(job, err)
-        return self._collect(job, workdir)
+        return self._submit(job, files, workdir) or self._wait(job)
+
+    def evaluate_batch(self, spec, candidates, champion, workdir, slot=None):
+        """B candidates in ONE job (one container start), each timed against the champion by
+        its own checker process inside it; one result per candidate, each naming the job."""
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        job = _Job(self.settings.for_spec(spec), self.say)
+        cids = [cid for cid, _ in candidates]
+        files = stage_batch(spec, candidates, champion, workdir, ENTRY)
+        try:
+            err = self._start_and_wait(job, spec, files, workdir)
+            results = [self._fail(job, err)] * len(cids) if err else self._collect_batch(job, workdir, cids)
+        except CliMissing as e:
+            results = [self._fail(job, f"nebius: {e}; no job was created")] * len(cids)
+        except BaseException:   # Ctrl-C or a bug mid-wait: the job must not keep billing
+            if job.id and job.state not in FINAL_STATES:
+                job.log(self._give_up(job, "KernLoop was interrupted"))
+            self._write_journal(job, workdir)
+            raise
+        self._write_journal(job, workdir)
+        return [json.loads(json.dumps(r)) for r in results]   # one dict per candidate
+
+    def _collect_batch(self, job: _Job, workdir: Path, cids: list[str]) -> list[dict]:
+        completed = job.state == "COMPLETED"
+        text, problem = self._read_logs(job, want_result=completed, marker=BATCH_MARKER)
+        (workdir / "checker.log").write_text(strip_ansi(text)[-200_000:], encoding="utf-8")
+        tail = strip_ansi(text)[-1500:]
+        if not completed:
+            d = job.details
+            detail = f"{d.get('code') or '?'}: {d.get('message') or '(no message)'}" if d else "no details"
+            return [self._fail(job, f"nebius: batch job {job.id} ended {job.state} ({detail}); "
+                                    f"log tail: {tail[-400:] or '(empty)'}", log_tail=tail)] * len(cids)
+        out = []
+        for i, (cid, (res, why)) in enumerate(parse_batch_lines(strip_ansi(text), cids).items()):
+            if res is None:
+                out.append(self._fail(job, f"nebius: batch job {job.id} COMPLETED without a usable "
+                                           f"result for {cid}: {why}"
+                                           + (f" ({problem})" if problem else ""), log_tail=tail))
+                continue
+            res["backend"], res["synthetic"] = self.name, False
+            meta = res.setdefault("backend_meta", {})
+            meta.update(job.meta(), batch=cids, batch_index=i)
+            if why:
+                meta["note"] = why
+            if res.get("mode") == "interpret":
+                meta["note"] = "checker ran in interpret mode (CPU, correctness only): not a GPU measurement"
+            out.append(res)
+        job.log(f"batch job {job.id} done in {job.elapsed():.1f} s: "
+                f"{sum(bool(r.get('ok')) for r in out)}/{len(cids)} ok")
+        return out
 
     def _collect(self, job: _Job, workdir: Path) -> dict:
         """The job reached a final state: turn it and its logs into a result."""

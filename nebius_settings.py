@@ -23,6 +23,7 @@ class NebiusSettings:
     log_wait_s: float = 60.0
     cli_timeout_s: float = 120.0
     check_mode: str = "gpu"
+    max_jobs: int = 4                     # jobs at once with --parallel
     from_env_keys: frozenset = field(default_factory=frozenset)   # which fields the user set
 
     # What a spec may set under `nebius:`; the environment still wins over the spec.
@@ -64,6 +65,12 @@ def settings_from_env(env=None) -> NebiusSettings:
                 raise BackendError(f"environment variable {var}={raw!r} must be > 0")
         else:
             vals[attr] = raw
+    raw = (env.get("KERNLOOP_NEBIUS_MAX_JOBS") or "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise BackendError(f"environment variable KERNLOOP_NEBIUS_MAX_JOBS={raw!r} must be an "
+                               "integer >= 1")
+        vals["max_jobs"] = int(raw)
     if vals.get("check_mode", "gpu") not in ("gpu", "interpret"):
         raise BackendError(f"KERNLOOP_NEBIUS_CHECK_MODE={vals['check_mode']!r} "
                            "(expected gpu or interpret)")

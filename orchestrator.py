@@ -54,6 +54,11 @@ def parse_args(argv=None):
     p.add_argument("--out", default="runs", help="folder for run folders (default: runs)")
     p.add_argument("--seed", type=int, default=0, help="seed for the tuner and the synthetic noise")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a crashed or killed run from its run.jsonl")
+    p.add_argument("--parallel", type=int, metavar="K",
+                   help="candidates in flight at once (default: the spec's loop.parallel, 1)")
+    p.add_argument("--batch", type=int, metavar="B",
+                   help="candidates timed in one evaluation job (default 1; for Nebius: one "
+                        "container start for B candidates)")
     p.add_argument("--quiet", action="store_true", help="only the final summary")
     args = p.parse_args(argv)
     if not args.spec and not args.resume:
@@ -62,6 +67,9 @@ def parse_args(argv=None):
         p.error("--iterations must be >= 0")
     if args.max_minutes is not None and not args.max_minutes > 0:
         p.error("--max-minutes must be > 0")
+    for flag, value in (("--parallel", args.parallel), ("--batch", args.batch)):
+        if value is not None and value < 1:
+            p.error(f"{flag} must be >= 1")
     return args
 
 
@@ -139,6 +147,7 @@ class State:
         self.last_promoted = False
         self.baseline_done = False
         self.research_queries = 0
+        self.seen: set[int] = set()   # decided iteration numbers (several may be in flight)
         self.torch_start = False   # `baseline: torch`: the baseline champion is the reference in torch
 
     @property
@@ -180,6 +189,7 @@ class State:
 
     def apply(self, ev: dict, tuner: Tuner | None) -> None:
         self.done = max(self.done, ev["iteration"])
+        self.seen.add(ev["iteration"])
         d = ev.get("decision") or {}
         self.last_promoted = bool(d.get("promoted"))
         if tuner is not None and ev.get("candidate_config"):
@@ -215,20 +225,22 @@ def save_proposal(run_dir: Path, cid: str, prop: Proposal) -> dict:
     return files
 
 
-def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run_dir: Path,
-                  min_gain: float, sigma: float) -> tuple[dict, bool]:
-    """Propose, check the contract, evaluate, decide. Returns (iteration event fields, fatal)."""
+def proposal_context(n: int, st: State, spec: Spec, run_dir: Path) -> ProposalContext:
+    """What the proposer sees for iteration n: a snapshot of the loop's state now."""
+    return ProposalContext(spec=spec, iteration=n, champion_code=(run_dir / st.champion_file).read_text(),
+                           champion_id=st.champion_id, champion_profile=st.champion_profile,
+                           standing=st.standing,
+                           rejections=list(st.rejections), research_notes=st.notes,
+                           last_parse_error=st.last_parse_error, last_promoted=st.last_promoted,
+                           champion_config=st.champion_config)
+
+
+def candidate_event(n: int, ctx: ProposalContext, prop: Proposal, spec: Spec, run_dir: Path,
+                    t0: float) -> tuple[dict, bool]:
+    """Save the proposal and screen it with the contract. Returns (iteration event fields, ready
+    to evaluate); an event that is not ready already holds its (invalid) decision."""
     cid = f"it{n:04d}"
-    champ_path = run_dir / st.champion_file
-    ctx = ProposalContext(spec=spec, iteration=n, champion_code=champ_path.read_text(),
-                          champion_id=st.champion_id, champion_profile=st.champion_profile,
-                          standing=st.standing,
-                          rejections=list(st.rejections), research_notes=st.notes,
-                          last_parse_error=st.last_parse_error, last_promoted=st.last_promoted,
-                          champion_config=st.champion_config)
-    t0 = time.monotonic()
-    prop = proposer.propose(ctx)
-    ev = {"iteration": n, "candidate_id": cid, "candidate_file": None, "parent_id": st.champion_id,
+    ev = {"iteration": n, "candidate_id": cid, "candidate_file": None, "parent_id": ctx.champion_id,
           "proposer": prop.proposer, "model": prop.model, "note": prop.note,
           "proposal": {**prop.meta, **save_proposal(run_dir, cid, prop),
                        "latency_s": prop.meta.get("latency_s", round(time.monotonic() - t0, 3)),
@@ -240,7 +252,7 @@ def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run
     if prop.code is None:
         ev["decision"] = {"verdict": "invalid", "promoted": False,
                           "reason": f"no candidate: {prop.error}", "rule": None}
-        return ev, prop.fatal
+        return ev, False
     rel = f"candidates/{cid}.py"
     (run_dir / rel).write_text(prop.code, encoding="utf-8")
     ev["candidate_file"] = rel
@@ -251,8 +263,21 @@ def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run
         ev["decision"] = {"verdict": "invalid", "promoted": False,
                           "reason": "contract: " + "; ".join(reasons[:5]), "rule": None}
         return ev, False
-    result = backend.evaluate(spec, run_dir / rel, None if st.champion_is_torch else champ_path,
-                              run_dir / "jobs" / cid,
+    return ev, True
+
+
+def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run_dir: Path,
+                  min_gain: float, sigma: float) -> tuple[dict, bool]:
+    """Propose, check the contract, evaluate, decide. Returns (iteration event fields, fatal)."""
+    ctx = proposal_context(n, st, spec, run_dir)
+    t0 = time.monotonic()
+    prop = proposer.propose(ctx)
+    ev, ready = candidate_event(n, ctx, prop, spec, run_dir, t0)
+    if not ready:
+        return ev, prop.fatal
+    result = backend.evaluate(spec, run_dir / ev["candidate_file"],
+                              None if st.champion_is_torch else run_dir / st.champion_file,
+                              run_dir / "jobs" / ev["candidate_id"],
                               configs={"candidate": ev["candidate_config"], "champion": st.champion_config})
     ev["result"] = result
     ev["decision"] = decision.decide(result, min_gain=min_gain, sigma=sigma)
@@ -318,6 +343,8 @@ def loop(args) -> int:
         args.iterations = rs.get("iterations") if args.iterations is None else args.iterations
         args.proposer = rs.get("proposer_choice", "auto")
         args.patience = rs.get("patience") if args.patience is None else args.patience
+        args.parallel = rs.get("parallel", 1) if args.parallel is None else args.parallel
+        args.batch = rs.get("batch", 1) if args.batch is None else args.batch
         run_id = rs["run_id"]
     else:
         spec = load_spec(args.spec)
@@ -325,6 +352,9 @@ def loop(args) -> int:
     budget = spec.loop["iterations"] if args.iterations is None else args.iterations
     patience = spec.loop["patience"] if args.patience is None else args.patience
     min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop.get("sigma", 2.0))
+    parallel = spec.loop.get("parallel", 1) if args.parallel is None else args.parallel
+    batch = args.batch or 1
+    many = parallel > 1 or batch > 1   # else the one-at-a-time loop, exactly as before
 
     backend, backend_why = make_backend(args.backend, seed=args.seed)
     proposer, proposer_note = make_proposer(args.proposer, spec, args.seed + len(resume_events))
@@ -358,7 +388,7 @@ def loop(args) -> int:
                    proposer_note=proposer_note, proposer_choice=args.proposer,
                    backend_note=backend_why, device=backend.device, seed=args.seed,
                    iterations=budget, patience=patience, min_gain=min_gain, sigma=sigma,
-                   max_minutes=args.max_minutes,
+                   max_minutes=args.max_minutes, **({"parallel": parallel, "batch": batch} if many else {}),
                    argv=sys.argv[1:], versions=versions(),
                    research=researcher.describe() if researcher else None,
                    research_note=None if researcher else _no_research_note())
@@ -413,15 +443,15 @@ def loop(args) -> int:
 
     fatal = None
     max_s = args.max_minutes * 60 if args.max_minutes else None
-    while True:
-        exhausted = bool(tuner and tuner.exhausted)
-        stop = decision.stop_rule(st.done, budget, st.since_promotion, patience, exhausted, fatal,
+
+    def stop() -> tuple[str, str] | None:
+        return decision.stop_rule(len(st.seen) if many else st.done, budget, st.since_promotion,
+                                  patience, bool(tuner and tuner.exhausted), fatal,
                                   elapsed_s=time.monotonic() - t_start, max_s=max_s)
-        if stop:
-            stopped, why = stop
-            break
-        n = st.done + 1
-        ev, is_fatal = run_iteration(n, st, spec, proposer, backend, run_dir, min_gain, sigma)
+
+    def record(ev: dict, is_fatal: bool) -> None:
+        """Log one decided iteration, learn from it, say it, research if due."""
+        nonlocal fatal
         if ev["decision"]["promoted"]:
             ev["champion_id"] = ev["candidate_id"]
             ev["champion_mean_ms"] = ev["result"]["candidate"]["mean_ms"]
@@ -436,10 +466,22 @@ def loop(args) -> int:
         say(status_line(ev, budget, backend.synthetic))
         if is_fatal:
             fatal = ev["proposal"].get("error") or "fatal proposer error"
-        elif researcher is not None and st.streak and st.done < budget \
+        elif researcher is not None and st.streak and len(st.seen) < budget \
                 and _research_due(st.streak, spec):
             do_research("streak")
         render_page(run_dir)
+
+    if many:   # up to `parallel` candidates in flight, `batch` per job; ends on a stop rule
+        import scheduler
+        scheduler.run_many(st, proposer, isinstance(proposer, Tuner), backend, spec, run_dir,
+                           parallel, batch, budget, min_gain, sigma, record, stop, say,
+                           lambda n: proposal_context(n, st, spec, run_dir),
+                           lambda n, ctx, prop, t0: candidate_event(n, ctx, prop, spec, run_dir, t0))
+    while not (rule := stop()):   # one at a time (with `many`: the rule that ended it is read)
+        ev, is_fatal = run_iteration(st.done + 1, st, spec, proposer, backend, run_dir,
+                                     min_gain, sigma)
+        record(ev, is_fatal)
+    stopped, why = rule
 
     if not st.champion_is_torch:   # a torch champion has no kernel file
         shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")

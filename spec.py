@@ -234,7 +234,7 @@ def load_spec(path) -> Spec:
             raise SpecError(path, f"timing.{k}", f"must be an integer ({'>= 0' if k == 'warmup' else '>= 3'})")
 
     loop = {"iterations": 30, "min_gain": 0.02, "research_after": 3, "patience": 0, "sigma": 2.0,
-            **(raw.get("loop") or {})}
+            "parallel": 1, **(raw.get("loop") or {})}
     if not isinstance(loop["iterations"], int) or loop["iterations"] < 0:
         raise SpecError(path, "loop.iterations", "must be a non-negative integer")
     if not isinstance(loop["min_gain"], (int, float)) or not (0 <= loop["min_gain"] < 1):
@@ -243,6 +243,8 @@ def load_spec(path) -> Spec:
         raise SpecError(path, "loop.research_after", "must be a positive integer")
     if not isinstance(loop["patience"], int) or loop["patience"] < 0:
         raise SpecError(path, "loop.patience", "must be an integer >= 0 (0 = off)")
+    if not isinstance(loop["parallel"], int) or isinstance(loop["parallel"], bool) or loop["parallel"] < 1:
+        raise SpecError(path, "loop.parallel", "must be an integer >= 1 (candidates in flight)")
 
     model = raw.get("model", "matmul")
     if model not in MODELS:

@@ -55,6 +55,8 @@ class RunStart(Common, total=False):
     min_gain: float             # promotion needs a gain above this fraction
     sigma: float                # ... and a gap above this many standard errors
     max_minutes: float | None   # --max-minutes
+    parallel: int               # --parallel K: candidates in flight (only written when K or B > 1)
+    batch: int                  # --batch B: candidates per evaluation job (idem)
     argv: list                  # the command line after orchestrator.py
     versions: dict              # python, torch, triton
     research: dict | None       # Researcher.describe(), or None when research is off
@@ -97,6 +99,12 @@ class Iteration(Common, total=False):
     champion_id: str            # the champion after this decision
     champion_mean_ms: float | None    # its mean time (as recorded when it was promoted)
     speedup_vs_baseline: float | None  # baseline mean / champion_mean_ms after this decision
+    # Only with --parallel/--batch above 1 (scheduler.py); the log is then in decided order:
+    evaluated_against: str | None  # the champion of its first evaluation job (None: never timed)
+    evaluations: list           # every job that timed it: {job, against, batch_size, worker, started_s, finished_s, why, verdict, reason, cand_mean_ms, champ_mean_ms}
+    superseded: dict | None     # {by, reason}: it won, but the champion kept changing under its re-times
+    confirmed: bool | None      # a batch winner: True if it won again alone in a fresh job, False if not
+    in_flight: dict             # {proposed_s, decided_s, jobs, in_flight_after, parallel, batch}
 
 
 class Final(Common, total=False):

@@ -18,15 +18,21 @@ in FAKE_NEBIUS_SCENARIO says:
   reject       create fails with a plain-text InvalidArgument error (even with --format json)
   flaky_get    like hang, but every `ai job get` fails with a plain-text Unavailable error
 
+FAKE_NEBIUS_HANG_AFTER=N: in the success scenario, jobs after the first N hang like `hang`.
+
 FAKE_NEBIUS_CREATE_OUTPUT=text makes create print a line without the job id (the caller must
 then find the job with `ai job get-by-name`).
 
-FAKE_NEBIUS_STATE is the folder for calls.jsonl and the jobs. FAKE_NEBIUS_TIMING=emulate adds
+FAKE_NEBIUS_STATE is the folder for calls.jsonl and the jobs; active.jsonl records when each job
+starts (create) and reaches a final state (the first `get` that shows one, or its cancel), so a
+test can tell how many jobs were billing at once (max_concurrent). FAKE_NEBIUS_TIMING=emulate adds
 constant, clearly labelled timing stats to the result line (an interpret-mode checker has none),
 standing in for what a GPU container would measure: for tests of the loop, never a measurement.
 """
 from __future__ import annotations
 
+import base64
+import itertools
 import json
 import os
 import shutil
@@ -38,6 +44,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 MARKER = "KERNLOOP_RESULT "
+BATCH_MARKER = "KERNLOOP_BATCH "
 INJECT_LIMIT = 64 * 1024
 NOT_LOGGED_IN = ("Error: missing configuration: open /root/.nebius/config.yaml: no such file or "
                  "directory\nTo configure nebius, run:\n\t$ nebius profile create\n")
@@ -68,6 +75,17 @@ def install(bin_dir: Path) -> Path:
                    "import fake_nebius\nsys.exit(fake_nebius.main(sys.argv[1:]))\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return exe
+
+
+def max_concurrent(state_dir: Path) -> int:
+    """The most jobs that were between create and their final state at the same time."""
+    f = Path(state_dir) / "active.jsonl"
+    evs = [json.loads(l) for l in f.read_text().splitlines()] if f.exists() else []
+    now = top = 0
+    for e in sorted(evs, key=lambda e: (e["t"], e["event"] == "start")):   # ends first on ties
+        now += 1 if e["event"] == "start" else -1
+        top = max(top, now)
+    return top
 
 
 def calls(state_dir: Path) -> list[dict]:
@@ -144,7 +162,14 @@ class Fake:
                 raise Usage(f"required flag {need} not set")
         jobs = self.state / "jobs"
         jobs.mkdir(exist_ok=True)
-        job_id = f"aijob-fake{len(list(jobs.iterdir())):04d}"   # real ids: aijob-e00...
+        for i in itertools.count(len(list(jobs.iterdir()))):   # several creates may race
+            job_id = f"aijob-fake{i:04d}"   # real ids: aijob-e00...
+            try:
+                (jobs / job_id).mkdir()
+                break
+            except FileExistsError:
+                continue
+        self.active(job_id, "start")
         root = jobs / job_id / "root"
         root.mkdir(parents=True)
         injected = []
@@ -163,7 +188,11 @@ class Fake:
                "platform": f.get("--platform"), "preset": f.get("--preset"),
                "container_command": f.get("--container-command"), "args": f.get("--args", ""),
                "injected_files": injected, "polls": 0, "log_reads": 0, "cancelled": False}
-        job.update(self.run_container(job, root))
+        hang_after = os.environ.get("FAKE_NEBIUS_HANG_AFTER")
+        if hang_after is not None and int(job_id[len("aijob-fake"):]) >= int(hang_after):
+            job.update(exit=None, out="", err="", hang=True)
+        else:
+            job.update(self.run_container(job, root))
         self.save(job)
         op = {"id": f"aiop-{job_id[6:]}", "description": "create job", "resource_id": job_id,
               "created_at": "2025-01-01T00:00:00Z"}
@@ -195,6 +224,10 @@ class Fake:
             out = emulate_timing(out)
         return {"exit": p.returncode, "out": out, "err": p.stderr}
 
+    def active(self, job_id: str, event: str) -> None:
+        with open(self.state / "active.jsonl", "a") as fh:
+            fh.write(json.dumps({"job": job_id, "event": event, "t": time.time()}) + "\n")
+
     def get(self, f: dict) -> int:
         if self.scenario == "flaky_get":
             sys.stderr.write("Error: rpc error: code = Unavailable desc = connection refused\n")
@@ -202,6 +235,9 @@ class Fake:
         job = self.load(f["--id"])
         job["polls"] += 1
         state, details = self.state_of(job)
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "ERROR") and not job.get("ended"):
+            job["ended"] = True
+            self.active(job["id"], "end")
         self.save(job)
         print(json.dumps({"metadata": {"id": job["id"], "name": job["name"],
                                        "parent_id": "project-fake"},
@@ -215,7 +251,7 @@ class Fake:
             return ("CANCELLING", {}) if job["polls"] <= job["cancelled"] else (
                 "CANCELLED", {"code": "Cancelled", "message": "cancelled by user"})
         walk = ["PROVISIONING", "STARTING", "RUNNING"]
-        if job["polls"] <= len(walk) or self.scenario == "hang":
+        if job["polls"] <= len(walk) or self.scenario == "hang" or job.get("hang"):
             return walk[min(job["polls"], len(walk)) - 1], {}
         if self.scenario == "error":
             return "ERROR", {"code": "InstanceError", "message": "the VM stopped unexpectedly"}
@@ -263,10 +299,15 @@ def interleave(out: str, err: str):
 
 
 def emulate_timing(stdout: str) -> str:
-    """Add labelled constant timing to the result line (see the module docstring)."""
+    """Add labelled constant timing to the result line (see the module docstring); in a batch
+    job's tagged lines (KERNLOOP_BATCH <id> <rc> <base64 stdout>) too."""
     lines = []
     for line in stdout.splitlines():
-        if line.startswith(MARKER):
+        if line.startswith(BATCH_MARKER):
+            tag, cid, rc, b64 = (line.split(" ") + ["", "", ""])[:4]
+            inner = emulate_timing(base64.b64decode(b64).decode())
+            line = " ".join([tag, cid, rc, base64.b64encode(inner.encode()).decode()])
+        elif line.startswith(MARKER):
             res = json.loads(line[len(MARKER):])
             if res.get("ok"):
                 res["candidate"], res["champion"] = dict(EMULATED), dict(EMULATED)

@@ -1,6 +1,7 @@
-"""Local backend environment: bytecode caching for checker children."""
+"""Local backend: bytecode caching for checker children; one GPU per job under --parallel."""
 import subprocess
 import sys
+from pathlib import Path
 
 from backends import pycache_env
 from sandbox import stripped_env
@@ -39,3 +40,30 @@ def test_child_with_that_env_writes_bytecode_under_the_prefix(tmp_path, monkeypa
     subprocess.run([sys.executable, "-c", "import mod_x"], cwd=pkg, env=env, check=True)
     assert not (pkg / "__pycache__").exists()
     assert list((tmp_path / "cache" / "kernloop" / "pycache").rglob("mod_x*.pyc"))
+
+
+# ---------------------------------------------------------------- one GPU per job (--parallel)
+
+def test_gpu_slots_are_the_visible_devices():
+    from backends import gpu_slots
+    assert gpu_slots(4, None) == ["0", "1", "2", "3"]
+    assert gpu_slots(2, "5,7") == ["5", "7"]            # the user's own pinning is kept
+    assert gpu_slots(1, "GPU-1a2b, GPU-3c4d") == ["GPU-1a2b"]
+    assert gpu_slots(0, None) == []
+
+
+def test_candidate_and_champion_are_timed_in_one_process_on_one_gpu(tmp_path):
+    """The rule for several GPUs: a job is ONE checker process holding both the candidate and
+    its champion, pinned to ONE GPU; so the two are never timed on different GPUs."""
+    from backends import LocalBackend, stage_job
+    from spec import load_spec
+    spec = load_spec(Path(__file__).resolve().parent.parent / "specs" / "matmul.yaml")
+    b = LocalBackend(device="test")
+    f = stage_job(spec, spec.baseline, spec.baseline, tmp_path / "job")
+    cmd, env = b.command(f, "3")
+    assert env["CUDA_VISIBLE_DEVICES"] == "3"
+    assert cmd[cmd.index("--candidate") + 1] == str(f["candidate"])
+    assert cmd[cmd.index("--champion") + 1] == str(f["champion"])
+    assert "CUDA_VISIBLE_DEVICES" not in b.command(f, None)[1]   # --parallel 1: as before
+    res = b.evaluate(spec, spec.baseline, spec.baseline, tmp_path / "job2", slot="3")
+    assert res["backend_meta"]["cuda_visible_devices"] == "3"     # recorded with the result

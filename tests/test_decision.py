@@ -75,3 +75,39 @@ def test_stop_rules():
     assert stop_reason(5, 30, 0, 0, elapsed_s=599.0, max_s=600.0) is None
     assert stop_reason(5, 30, 0, 0, elapsed_s=1e9) is None          # no budget set
     assert stop_reason(30, 30, 0, 0, elapsed_s=700.0, max_s=600.0) == "iteration budget reached (30)"
+
+
+# ---------------------------------------------------------------- many candidates in flight
+
+from decision import MAX_RETIMES, batch_winners, next_step  # noqa: E402
+
+
+def test_a_win_against_the_current_champion_promotes():
+    d = decide(res(0.9, 1.0))
+    assert next_step(d, "it0002", "it0002", needs_confirmation=False, retimes=0) == ("promote", None)
+
+
+def test_a_loss_against_an_older_champion_is_decided_as_it_stands():
+    d = decide(res(1.0, 0.9))
+    assert next_step(d, "baseline", "it0004", needs_confirmation=False, retimes=0) == ("decide", None)
+
+
+def test_a_win_against_a_replaced_champion_is_retimed_then_superseded():
+    d = decide(res(0.9, 1.0))
+    step, why = next_step(d, "baseline", "it0004", needs_confirmation=False, retimes=0)
+    assert step == "retime" and "baseline -> it0004" in why
+    step, why = next_step(d, "it0004", "it0007", needs_confirmation=False, retimes=MAX_RETIMES)
+    assert step == "superseded" and "it0007" in why and str(MAX_RETIMES) in why
+
+
+def test_a_batch_win_needs_a_confirmation_retime():
+    d = decide(res(0.9, 1.0))
+    step, why = next_step(d, "it0002", "it0002", needs_confirmation=True, retimes=0)
+    assert step == "retime" and "confirmation" in why
+
+
+def test_batch_winners_are_ranked_best_first_and_losers_left_out():
+    decs = [("a", decide(res(0.95, 1.0))), ("b", decide(res(1.01, 1.0))),
+            ("c", decide(res(0.80, 1.0))), ("d", decide(res(0.90, 1.0)))]
+    assert batch_winners(decs) == ["c", "d", "a"]
+    assert batch_winners([("b", decide(res(1.01, 1.0)))]) == []

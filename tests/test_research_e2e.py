@@ -46,7 +46,8 @@ def prose():
     return reply("I would try larger tiles, but I will not write the file.")
 
 
-def run_orchestrator(tmp_path: Path, answers: list, iterations: int, tavily_script: list):
+def run_orchestrator(tmp_path: Path, answers: list, iterations: int, tavily_script: list,
+                     extra: tuple = ()):
     """(run.jsonl events, prompts the LLM received, queries Tavily received, run folder)."""
     from loopback_openai import LoopbackOpenAI
     out = tmp_path / "runs"
@@ -61,7 +62,7 @@ def run_orchestrator(tmp_path: Path, answers: list, iterations: int, tavily_scri
                     "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1", "PYTHONUNBUFFERED": "1"})
         proc = subprocess.run(
             [sys.executable, "orchestrator.py", "--spec", "specs/matmul.yaml", "--backend",
-             "synthetic", "--iterations", str(iterations), "--out", str(out)],
+             "synthetic", "--iterations", str(iterations), "--out", str(out), *extra],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         prompts = [r.text for r in llm.chat_requests]
         queries = [r.query for r in tav.search_requests]
@@ -125,3 +126,19 @@ def test_a_failed_search_is_logged_and_the_loop_goes_on_without_notes(tmp_path):
     assert all(MARKER not in text for text in prompts[:3])      # no research: no notes
     assert marker(2) in prompts[3]
     assert events[-1]["event"] == "run_end" and events[-1]["iterations_done"] == 4
+
+
+def test_under_concurrency_research_follows_the_decided_order(tmp_path):
+    """--parallel 3: proposals overlap and finish in any order, yet research comes exactly after
+    the 3rd and 6th decided rejection in a row."""
+    answers = [forbidden_import(), prose()] * 3 + [forbidden_import()]
+    events, prompts, queries, _ = run_orchestrator(tmp_path, answers, 7, [],
+                                                   extra=("--parallel", "3"))
+    line = timeline(events)
+    assert sorted(e["iteration"] for e in events if e["event"] == "iteration") == list(range(1, 8))
+    its = [t for t in line if not t.startswith("research")]
+    assert line == ["research:start", *its[:3], "research:streak", *its[3:6], "research:streak",
+                    its[6]]
+    assert len(prompts) == 7 and len(queries) == 3
+    for ev in (e for e in events if e["event"] == "research"):
+        assert ev["source"] == "tavily" and ev["error"] is None, ev
