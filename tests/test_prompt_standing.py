@@ -75,8 +75,8 @@ def test_prompt_holds_device_peers_time_to_beat_diagnosis_and_configs():
                  "- top warp stalls (warps per issued instruction): long_scoreboard 9.5",
                  'CONFIG: {"BLOCK_SIZE": 8192, "ROWS": 1, "num_warps": 16}',
                  "reason: +0.4% faster, below the 2% bar",
-                 prompt.CONTRACT):
-        assert want in text, want
+                 prompt.CONTRACT, "TMA tensor descriptors", "make_tensor_descriptor"):
+        assert want in text, want   # ... and the contract's allowed constructs, TMA included
     assert "MODELED" not in text
 
 
