@@ -25,7 +25,7 @@ import torchstart
 from backends import Backend, BackendError
 from diagnosis import compulsory_bytes, of_result
 from factories import make_backend
-from proposer import Proposal, ProposalContext
+from iteration import candidate_event, proposal_context, run_iteration  # noqa: F401 (tests, bench)
 from spec import Spec, SpecError, load_spec
 from trajectory import RunLog, end_run, read_events, repair_torn_tail
 from tuner import Tuner
@@ -213,77 +213,6 @@ class State:
         self.last_parse_error = (ev.get("proposal") or {}).get("parse_error")
 
 
-# ---------------------------------------------------------------- one iteration
-
-def save_proposal(run_dir: Path, cid: str, prop: Proposal) -> dict:
-    files = {}
-    for kind, text in (("prompt", prop.prompt), ("response", prop.response)):
-        if text is not None:
-            rel = f"candidates/{cid}.{kind}.txt"
-            (run_dir / rel).write_text(text, encoding="utf-8")
-            files[f"{kind}_file"] = rel
-    return files
-
-
-def proposal_context(n: int, st: State, spec: Spec, run_dir: Path) -> ProposalContext:
-    """What the proposer sees for iteration n: a snapshot of the loop's state now."""
-    return ProposalContext(spec=spec, iteration=n, champion_code=(run_dir / st.champion_file).read_text(),
-                           champion_id=st.champion_id, champion_profile=st.champion_profile,
-                           standing=st.standing,
-                           rejections=list(st.rejections), research_notes=st.notes,
-                           last_parse_error=st.last_parse_error, last_promoted=st.last_promoted,
-                           champion_config=st.champion_config)
-
-
-def candidate_event(n: int, ctx: ProposalContext, prop: Proposal, spec: Spec, run_dir: Path,
-                    t0: float) -> tuple[dict, bool]:
-    """Save the proposal and screen it with the contract. Returns (iteration event fields, ready
-    to evaluate); an event that is not ready already holds its (invalid) decision."""
-    cid = f"it{n:04d}"
-    ev = {"iteration": n, "candidate_id": cid, "candidate_file": None, "parent_id": ctx.champion_id,
-          "proposer": prop.proposer, "model": prop.model, "note": prop.note,
-          "proposal": {**prop.meta, **save_proposal(run_dir, cid, prop),
-                       "latency_s": prop.meta.get("latency_s", round(time.monotonic() - t0, 3)),
-                       "error": prop.error,
-                       # only an unusable answer is fed back as a parse error; an HTTP failure is not
-                       "parse_error": prop.error if prop.code is None
-                       and prop.meta.get("error_kind") == "parse" else None},
-          "contract": None, "result": None}
-    if prop.code is None:
-        ev["decision"] = {"verdict": "invalid", "promoted": False,
-                          "reason": f"no candidate: {prop.error}", "rule": None}
-        return ev, False
-    rel = f"candidates/{cid}.py"
-    (run_dir / rel).write_text(prop.code, encoding="utf-8")
-    ev["candidate_file"] = rel
-    ev["candidate_config"] = contract.read_config(prop.code)
-    reasons = contract.check(prop.code, spec)
-    ev["contract"] = {"ok": not reasons, "reasons": reasons}
-    if reasons:
-        ev["decision"] = {"verdict": "invalid", "promoted": False,
-                          "reason": "contract: " + "; ".join(reasons[:5]), "rule": None}
-        return ev, False
-    return ev, True
-
-
-def run_iteration(n: int, st: State, spec: Spec, proposer, backend: Backend, run_dir: Path,
-                  min_gain: float, sigma: float) -> tuple[dict, bool]:
-    """Propose, check the contract, evaluate, decide. Returns (iteration event fields, fatal)."""
-    ctx = proposal_context(n, st, spec, run_dir)
-    t0 = time.monotonic()
-    prop = proposer.propose(ctx)
-    ev, ready = candidate_event(n, ctx, prop, spec, run_dir, t0)
-    if not ready:
-        return ev, prop.fatal
-    result = backend.evaluate(spec, run_dir / ev["candidate_file"],
-                              None if st.champion_is_torch else run_dir / st.champion_file,
-                              run_dir / "jobs" / ev["candidate_id"],
-                              configs={"candidate": ev["candidate_config"], "champion": st.champion_config})
-    ev["result"] = result
-    ev["decision"] = decision.decide(result, min_gain=min_gain, sigma=sigma)
-    return ev, False
-
-
 def status_line(ev: dict, n_total: int, synthetic: bool) -> str:
     n = ev["iteration"]
     width = 20
@@ -352,8 +281,7 @@ def loop(args) -> int:
     budget = spec.loop["iterations"] if args.iterations is None else args.iterations
     patience = spec.loop["patience"] if args.patience is None else args.patience
     min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop.get("sigma", 2.0))
-    parallel = spec.loop.get("parallel", 1) if args.parallel is None else args.parallel
-    batch = args.batch or 1
+    parallel, batch = spec.loop.get("parallel", 1) if args.parallel is None else args.parallel, args.batch or 1
     many = parallel > 1 or batch > 1   # else the one-at-a-time loop, exactly as before
 
     backend, backend_why = make_backend(args.backend, seed=args.seed)
