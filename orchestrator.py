@@ -424,7 +424,7 @@ def loop(args) -> int:
         page.render_index(run_dir.parent)   # runs/index.html lists every run
     except Exception as e:  # noqa: BLE001 - the index is a convenience, never fatal
         print(f"warning: runs index not rendered: {e}", file=sys.stderr)
-    label = ": modeled timings, not measurements" if backend.synthetic else ""   # the line says MODELED
+    label = " (synthetic run: modeled timings, not measurements)" if backend.synthetic else ""
     print(f"{tag}done: {why}. {st.champion_id}: {line}{label}")
     print("champion: the torch reference (no candidate beat it)" if st.champion_is_torch
           else f"champion kernel: {run_dir / 'champion.py'}")
