@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import perfmodel
+import settings
 from contract import read_config
 from resultline import ResultLineError, parse_result_line
 from sandbox import run_child
@@ -29,16 +30,6 @@ SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
 
 class BackendError(Exception):
     """A backend that cannot be built or configured here; the CLI prints it as one error line."""
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise BackendError(f"environment variable {name}={raw!r} is not a number") from None
 
 
 def failed_result(backend: str, synthetic: bool, stage: str, error: str, **meta) -> dict:
@@ -135,7 +126,7 @@ def pycache_env(package_dir: Path | None = None) -> dict:
     under KernLoop's own cache folder (PYTHONPYCACHEPREFIX), never into site-packages. Left alone
     when the user set PYTHONPYCACHEPREFIX, when KERNLOOP_PYCACHE=0, or when the install already
     keeps its bytecode."""
-    if os.environ.get("PYTHONPYCACHEPREFIX") or os.environ.get("KERNLOOP_PYCACHE") == "0":
+    if os.environ.get("PYTHONPYCACHEPREFIX") or settings.get("KERNLOOP_PYCACHE") == "0":
         return {}
     if package_dir is None:
         try:
@@ -158,7 +149,7 @@ class LocalBackend(Backend):
     def __init__(self, device: str = "local CUDA GPU", timeout_s: float | None = None,
                  extra_args: tuple = ()):
         self.device = device
-        self.timeout_s = timeout_s or _env_float("KERNLOOP_CHECK_TIMEOUT_S", 300.0)
+        self.timeout_s = timeout_s or settings.get("KERNLOOP_CHECK_TIMEOUT_S")
         self.extra_args = tuple(extra_args)   # checker flags, for benchmarks (e.g. --no-prewarm)
         self.env_extra = pycache_env()
 
@@ -201,27 +192,26 @@ class SyntheticBackend(Backend):
         self.seed = seed
         self.jobs = 0
         self._lock = threading.Lock()   # jobs may run in several threads (--parallel)
-        self.timeout_s = timeout_s or _env_float("KERNLOOP_CHECK_TIMEOUT_S", 300.0)
+        self.timeout_s = timeout_s or settings.get("KERNLOOP_CHECK_TIMEOUT_S")
 
-    def _samples(self, mean_ms: float, n: int, tag: str, job: int) -> list[float]:
+    def _samples(self, mean_ms: float, n: int, tag: str, job: str) -> list[float]:
+        # Keyed by the job's folder (baseline, it0001, ...), not a counter: a resumed run
+        # models the same numbers for the same candidate as the uninterrupted run.
         rng = random.Random(f"{self.seed}:{job}:{tag}")
         return [mean_ms * (1.0 + rng.gauss(0.0, self.NOISE)) for _ in range(n)]
 
     def slots(self, parallel: int) -> list[str]:
         """CPU workers: KERNLOOP_SYNTHETIC_WORKERS, else one per core; at most one per candidate
         in flight."""
-        n = _env_float("KERNLOOP_SYNTHETIC_WORKERS", float(os.cpu_count() or 1))
-        if n < 1 or n != int(n):
-            raise BackendError(f"environment variable KERNLOOP_SYNTHETIC_WORKERS={n:g} must be "
-                               "an integer >= 1")
-        return [f"cpu{i}" for i in range(max(1, min(parallel, int(n))))]
+        n = settings.get("KERNLOOP_SYNTHETIC_WORKERS") or os.cpu_count() or 1
+        return [f"cpu{i}" for i in range(max(1, min(parallel, n)))]
 
     def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
         # peers: modeled runs leave them out (there is no model of torch's or Liger's kernels)
         from checker.check import roofline, summarize, ceilings_for
         with self._lock:
             self.jobs += 1
-            job = self.jobs
+        job = Path(workdir).name
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
         cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
                "--mode", "interpret", "--backend", self.name, "--synthetic"]

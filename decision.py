@@ -134,3 +134,20 @@ def superseded_decision(reason: str, rule: dict | None = None) -> dict:
 def unconfirmed(d: dict) -> dict:
     """A batch winner that lost its confirmation re-time: the re-time's decision stands."""
     return {**d, "reason": f"did not confirm in a fresh job: {d.get('reason')}"}
+
+
+TRANSPORT_FAILURES_MAX = 3   # consecutive LLM transport failures that end a run
+
+
+def transport_stop(consecutive: int, refused: bool, ever_answered: bool,
+                   limit: int = TRANSPORT_FAILURES_MAX) -> str | None:
+    """Why the run must stop after LLM transport failures, or None to go on: a refused
+    connection before the endpoint ever answered (nothing listens there), or `limit` transport
+    failures in a row (each already retried). The text names the variable to check."""
+    if refused and not ever_answered:
+        return ("the LLM endpoint refused the connection at the first request: "
+                "check KERNLOOP_LLM_BASE_URL")
+    if limit and consecutive >= limit:
+        return (f"{consecutive} LLM transport failures in a row (each after its retries): "
+                "check KERNLOOP_LLM_BASE_URL and the server")
+    return None

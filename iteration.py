@@ -11,6 +11,11 @@ from backends import Backend
 from proposer import Proposal, ProposalContext
 from spec import Spec
 
+# Proposal failures that are the endpoint's, not the candidate's: verdict failed, never a
+# rejected candidate in the next prompt.
+LLM_FAILURE_KINDS = {"transport": "LLM transport", "request": "LLM request", "auth": "LLM",
+                     "config": "LLM"}
+
 
 def save_proposal(run_dir: Path, cid: str, prop: Proposal) -> dict:
     files = {}
@@ -47,8 +52,11 @@ def candidate_event(n: int, ctx: ProposalContext, prop: Proposal, spec: Spec, ru
                        and prop.meta.get("error_kind") == "parse" else None},
           "contract": None, "result": None}
     if prop.code is None:
-        ev["decision"] = {"verdict": "invalid", "promoted": False,
-                          "reason": f"no candidate: {prop.error}", "rule": None}
+        who = LLM_FAILURE_KINDS.get(prop.meta.get("error_kind"))
+        ev["decision"] = ({"verdict": "failed", "promoted": False, "reason": f"{who}: {prop.error}",
+                           "rule": None} if who else
+                          {"verdict": "invalid", "promoted": False,
+                           "reason": f"no candidate: {prop.error}", "rule": None})
         return ev, False
     rel = f"candidates/{cid}.py"
     (run_dir / rel).write_text(prop.code, encoding="utf-8")

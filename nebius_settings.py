@@ -4,14 +4,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from backends import BackendError
+import settings
 
 
 @dataclass(frozen=True)
 class NebiusSettings:
     cli: str = "nebius"
     profile: str = ""
-    image: str = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel"
+    image: str = settings.NEBIUS_IMAGE
     platform: str = "gpu-h100-sxm"
     preset: str = "1gpu-16vcpu-200gb"
     parent_id: str = ""
@@ -48,32 +48,10 @@ _NUM_VARS = {"KERNLOOP_NEBIUS_WAIT_S": "wait_s", "KERNLOOP_NEBIUS_POLL_S": "poll
 
 
 def settings_from_env(env=None) -> NebiusSettings:
-    """Read KERNLOOP_NEBIUS_* once; a bad value raises BackendError naming the variable."""
+    """Read KERNLOOP_NEBIUS_* once; a bad value raises settings.SettingsError naming the variable."""
     env = os.environ if env is None else env
-    vals, keys = {}, set()
-    for var, attr in {**_STR_VARS, **_NUM_VARS}.items():
-        raw = (env.get(var) or "").strip()
-        if not raw:
-            continue
-        keys.add(attr)
-        if attr in _NUM_VARS.values():
-            try:
-                vals[attr] = float(raw)
-            except ValueError:
-                raise BackendError(f"environment variable {var}={raw!r} is not a number") from None
-            if vals[attr] <= 0:
-                raise BackendError(f"environment variable {var}={raw!r} must be > 0")
-        else:
-            vals[attr] = raw
-    raw = (env.get("KERNLOOP_NEBIUS_MAX_JOBS") or "").strip()
-    if raw:
-        if not raw.isdigit() or int(raw) < 1:
-            raise BackendError(f"environment variable KERNLOOP_NEBIUS_MAX_JOBS={raw!r} must be an "
-                               "integer >= 1")
-        vals["max_jobs"] = int(raw)
-    if vals.get("check_mode", "gpu") not in ("gpu", "interpret"):
-        raise BackendError(f"KERNLOOP_NEBIUS_CHECK_MODE={vals['check_mode']!r} "
-                           "(expected gpu or interpret)")
-    return NebiusSettings(**vals, from_env_keys=frozenset(keys))
-
-
+    vals = {attr: settings.get(var, env) for var, attr in {**_STR_VARS, **_NUM_VARS}.items()
+            if settings.is_set(var, env)}
+    if settings.is_set("KERNLOOP_NEBIUS_MAX_JOBS", env):
+        vals["max_jobs"] = settings.get("KERNLOOP_NEBIUS_MAX_JOBS", env)
+    return NebiusSettings(**vals, from_env_keys=frozenset(vals))

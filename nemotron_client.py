@@ -18,8 +18,9 @@ catalog, Nebius Token Factory, vLLM, Ollama or any OpenAI-compatible server.
 Proposal.meta: model, endpoint_host, latency_s, attempts (HTTP requests made, retries and
 repairs included), repairs, prompt_tokens and completion_tokens (server-reported, summed; None
 when the server reports none), finish_reason, prompt_tokens_est, prompt_over_budget; on
-failure also error_kind ("parse" | "request" | "auth"), error_class and, for request/auth,
-status_code. A "parse" error is the model's fault: its text belongs in the next
+failure also error_kind ("parse" | "transport" | "request" | "auth" | "config"), error_class,
+status_code, connection_refused and endpoint_answered. "transport" = 429/5xx/timeout/connection
+failure after every retry (a refused connection before any answer is not retried). A "parse" error is the model's fault: its text belongs in the next
 ProposalContext.last_parse_error.
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+import settings
 from extract import extract_code, note_from_code
 from prompt import build_prompt, messages_tokens, render_messages, repair_messages
 from proposer import Proposal, ProposalContext
@@ -44,38 +46,14 @@ except ImportError:   # pragma: no cover - exercised only without the package
 
 log = logging.getLogger("kernloop.nemotron")
 
-DEFAULT_BASE_URL = "https://integrate.api.nvidia.com/v1"
+DEFAULT_BASE_URL = settings.LLM_BASE_URL
 # Nemotron 3 Super on NVIDIA's API catalog (build.nvidia.com), reasoning toggled by
 # chat_template_kwargs.enable_thinking.
-DEFAULT_MODEL = "nvidia/nemotron-3-super-120b-a12b"
-PLACEHOLDER_KEY = "not-needed"   # local servers (vLLM, Ollama) accept any bearer token
-BACKOFF_CAP_S = 60.0
+DEFAULT_MODEL = settings.LLM_MODEL
+PLACEHOLDER_KEY = settings.LLM_PLACEHOLDER_KEY   # local servers (vLLM, Ollama) accept any bearer token
+BACKOFF_CAP_S = settings.LLM_BACKOFF_CAP_S
 
-ENV_VARS: dict[str, str] = {
-    "KERNLOOP_LLM_BASE_URL": f"OpenAI-compatible endpoint (default {DEFAULT_BASE_URL}); e.g. "
-        "https://api.tokenfactory.nebius.com/v1 (Nebius Token Factory), "
-        "http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama)",
-    "KERNLOOP_LLM_MODEL": f"model id (default {DEFAULT_MODEL})",
-    "KERNLOOP_LLM_API_KEY": "API key (fallback NVIDIA_API_KEY); with only a base URL set a "
-        f"placeholder '{PLACEHOLDER_KEY}' is sent. With neither key nor base URL the loop "
-        "uses the embedded tuner",
-    "NVIDIA_API_KEY": "fallback for KERNLOOP_LLM_API_KEY (the name build.nvidia.com uses)",
-    "KERNLOOP_LLM_TEMPERATURE": "sampling temperature (default 1.0; 'none' = server default)",
-    "KERNLOOP_LLM_TOP_P": "nucleus sampling top_p (default 0.95; 'none' = server default)",
-    "KERNLOOP_LLM_MAX_TOKENS": "max completion tokens, reasoning included (default 16384)",
-    "KERNLOOP_LLM_REASONING": "on | off | unset (default unset = server default): sent as "
-        "extra_body chat_template_kwargs.enable_thinking; Llama-Nemotron v1 models get the "
-        "'detailed thinking on|off' system line instead",
-    "KERNLOOP_LLM_TIMEOUT_S": "per-request timeout in seconds (default 300)",
-    "KERNLOOP_LLM_MAX_RETRIES": "retries after a 429, 5xx, timeout or connection error "
-        "(default 3; then the iteration fails cleanly and the loop goes on)",
-    "KERNLOOP_LLM_BACKOFF_S": "first retry delay in seconds, doubled each retry, capped at "
-        f"{BACKOFF_CAP_S:g} s; a Retry-After header is honoured up to the cap (default 2)",
-    "KERNLOOP_LLM_REPAIR_RETRIES": "immediate repair requests after an unparseable answer, "
-        "stating the reason (default 1; 0 = the reason goes into the next iteration's prompt)",
-    "KERNLOOP_LLM_PROMPT_TOKENS": "prompt budget in estimated tokens (default 16000): history "
-        "and research notes are shortened to fit, never the contract or the code",
-}
+ENV_VARS: dict[str, str] = settings.group("KERNLOOP_LLM_", "NVIDIA_API_KEY")   # documented in settings.py
 
 
 
@@ -97,54 +75,25 @@ class LLMConfig:
     prompt_tokens: int = 16000
 
 
-def _env(env: Mapping[str, str], name: str) -> str | None:
-    """An env value with surrounding blanks removed; empty means unset."""
-    v = env.get(name)
-    return v.strip() if v and v.strip() else None
-
-
-def _number(env, name, default, cast, lo, hi, allow_none=False):
-    raw = _env(env, name)
-    if raw is None:
-        return default
-    if allow_none and raw.lower() in ("none", "default"):
-        return None
-    try:
-        val = cast(raw)
-    except ValueError:
-        kind = "an integer" if cast is int else "a number"
-        raise ValueError(f"{name}: expected {kind}, got {raw!r}") from None
-    if not (lo <= val <= hi):   # also rejects NaN
-        raise ValueError(f"{name}: {val} is outside [{lo}, {hi}]")
-    return val
-
-
 def config_from_env(env: Mapping[str, str] = os.environ) -> LLMConfig | None:
-    """The LLM settings, or None when no key and no base URL are configured."""
-    key = _env(env, "KERNLOOP_LLM_API_KEY") or _env(env, "NVIDIA_API_KEY")
-    base = _env(env, "KERNLOOP_LLM_BASE_URL")
+    """The LLM settings, or None when no key and no base URL are configured.
+    Raises settings.SettingsError (a ValueError) naming a malformed variable."""
+    def val(name):
+        return settings.get(name, env)
+    key = val("KERNLOOP_LLM_API_KEY") or val("NVIDIA_API_KEY")
+    base = val("KERNLOOP_LLM_BASE_URL")
     if key is None and base is None:
         return None
-    reasoning = _env(env, "KERNLOOP_LLM_REASONING")
-    if reasoning is not None:
-        reasoning = reasoning.lower()
-        if reasoning in ("unset", "default", "none"):
-            reasoning = None
-        elif reasoning not in ("on", "off"):
-            raise ValueError(f"KERNLOOP_LLM_REASONING: expected on, off or unset, got {reasoning!r}")
+    reasoning = val("KERNLOOP_LLM_REASONING")
     return LLMConfig(
-        base_url=base or DEFAULT_BASE_URL,
-        model=_env(env, "KERNLOOP_LLM_MODEL") or DEFAULT_MODEL,
+        base_url=base or DEFAULT_BASE_URL, model=val("KERNLOOP_LLM_MODEL"),
         api_key=key or PLACEHOLDER_KEY,
-        temperature=_number(env, "KERNLOOP_LLM_TEMPERATURE", 1.0, float, 0.0, 2.0, True),
-        top_p=_number(env, "KERNLOOP_LLM_TOP_P", 0.95, float, 0.0, 1.0, True),
-        max_tokens=_number(env, "KERNLOOP_LLM_MAX_TOKENS", 16384, int, 1, 10_000_000),
-        reasoning=reasoning,
-        timeout_s=_number(env, "KERNLOOP_LLM_TIMEOUT_S", 300.0, float, 0.001, 86400.0),
-        max_retries=_number(env, "KERNLOOP_LLM_MAX_RETRIES", 3, int, 0, 20),
-        backoff_s=_number(env, "KERNLOOP_LLM_BACKOFF_S", 2.0, float, 0.0, BACKOFF_CAP_S),
-        repair_retries=_number(env, "KERNLOOP_LLM_REPAIR_RETRIES", 1, int, 0, 5),
-        prompt_tokens=_number(env, "KERNLOOP_LLM_PROMPT_TOKENS", 16000, int, 500, 10_000_000),
+        temperature=val("KERNLOOP_LLM_TEMPERATURE"), top_p=val("KERNLOOP_LLM_TOP_P"),
+        max_tokens=val("KERNLOOP_LLM_MAX_TOKENS"),
+        reasoning=reasoning if reasoning in ("on", "off") else None,
+        timeout_s=val("KERNLOOP_LLM_TIMEOUT_S"), max_retries=val("KERNLOOP_LLM_MAX_RETRIES"),
+        backoff_s=val("KERNLOOP_LLM_BACKOFF_S"), repair_retries=val("KERNLOOP_LLM_REPAIR_RETRIES"),
+        prompt_tokens=val("KERNLOOP_LLM_PROMPT_TOKENS"),
     )
 
 
@@ -177,6 +126,19 @@ class _Call:
     auth: bool = False
     fatal: bool = False     # no later request can succeed either (bad key, unknown model)
     attempts: int = 0
+    transport: bool = False  # 429/5xx/timeout/connection failure after every retry
+    refused: bool = False    # the connection was refused (nothing listens at the base URL)
+
+
+def _refused(exc: BaseException) -> bool:
+    """True when a connection error was caused by a refused TCP connection."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ConnectionRefusedError) or "connection refused" in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class NemotronProposer:
@@ -188,6 +150,7 @@ class NemotronProposer:
         self.config = config
         self.model = config.model
         self.host = endpoint_host(config.base_url)
+        self.answered = False   # the endpoint has answered at least once in this run
         # max_retries=0: we retry ourselves so that every attempt is logged and bounded.
         self._client = openai.OpenAI(base_url=config.base_url, api_key=config.api_key,
                                      timeout=config.timeout_s, max_retries=0)
@@ -245,6 +208,7 @@ class NemotronProposer:
             try:
                 completion = self._client.chat.completions.create(messages=messages,
                                                                   **self._request_kwargs())
+                self.answered = True
                 return _Call(completion=completion, attempts=attempts)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
                 return _Call(error=f"authentication failed (HTTP {e.status_code}) at {self.host}: "
@@ -256,10 +220,14 @@ class NemotronProposer:
                     openai.APIConnectionError) as e:
                 status = getattr(e, "status_code", None)
                 what = f"HTTP {status}" if status else type(e).__name__
-                if attempts > cfg.max_retries:
-                    return _Call(error=f"{what} from {self.host} after {attempts} attempt(s): "
-                                       f"{self._redact(_api_message(e))}",
-                                 error_class=type(e).__name__, status=status, attempts=attempts)
+                refused = isinstance(e, openai.APIConnectionError) and _refused(e)
+                # A refused connection before any answer: nothing listens there; retrying
+                # only delays the stop (the loop ends the run on it).
+                if attempts > cfg.max_retries or (refused and not self.answered):
+                    why = "connection refused" if refused else self._redact(_api_message(e))
+                    return _Call(error=f"{what} from {self.host} after {attempts} attempt(s): {why}",
+                                 error_class=type(e).__name__, status=status, attempts=attempts,
+                                 transport=True, refused=refused)
                 wait = self._backoff(attempts, e)
                 log.warning("nemotron: attempt %d/%d to %s failed after %.2fs (%s); retrying in %.2fs",
                             attempts, cfg.max_retries + 1, self.host, time.monotonic() - t0,
@@ -317,8 +285,10 @@ class NemotronProposer:
             note = "unparseable answer"
         else:
             error = call.error or "no answer"
-            meta.update(error_kind="auth" if call.auth else "config" if call.fatal else "request",
-                        error_class=call.error_class, status_code=call.status)
+            meta.update(error_kind="auth" if call.auth else "config" if call.fatal
+                        else "transport" if call.transport else "request",
+                        error_class=call.error_class, status_code=call.status,
+                        connection_refused=call.refused, endpoint_answered=self.answered)
             note = "request failed"
         error = self._redact(error)
         level = logging.INFO if error is None else logging.WARNING

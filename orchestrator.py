@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import logging
 import platform
 import shutil
@@ -21,13 +20,21 @@ from pathlib import Path
 import briefing
 import contract
 import decision
-import torchstart
+import interrupts
+import research
+import resume
+import settings
 from backends import Backend, BackendError
 from diagnosis import compulsory_bytes, of_result
-from factories import make_backend
-from iteration import candidate_event, proposal_context, run_iteration  # noqa: F401 (tests, bench)
+from factories import ProposerError, make_backend, make_proposer
+from finaljob import final_job, final_summary
+from iteration import (LLM_FAILURE_KINDS, candidate_event, proposal_context,  # noqa: F401 (tests, bench)
+                       run_iteration)
+from proposer import ProposalContext
+from runfolder import RunFolderError, check_baseline, start_run
 from spec import Spec, SpecError, load_spec
-from trajectory import RunLog, end_run, read_events, repair_torn_tail
+from terminal import baseline_line, status_line
+from trajectory import RunLog, end_run
 from tuner import Tuner
 
 REJECTIONS_KEPT = 8   # recent failures shown to the proposer
@@ -37,10 +44,18 @@ class UserError(Exception):
     """A mistake in how KernLoop was invoked: one message, non-zero exit, no traceback."""
 
 
+
 # ---------------------------------------------------------------- setup
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the one-line `error:` convention of every other bad input (exit 2)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="orchestrator.py", description="Optimize a Triton kernel with an agent loop.")
     p.add_argument("--spec", help="spec YAML (e.g. specs/matmul.yaml)")
     p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius"],
@@ -65,45 +80,16 @@ def parse_args(argv=None):
         p.error("one of --spec or --resume is required")
     if args.iterations is not None and args.iterations < 0:
         p.error("--iterations must be >= 0")
-    if args.max_minutes is not None and not args.max_minutes > 0:
+    if args.patience is not None and args.patience < 0:
+        p.error("--patience must be >= 0 (0 = off)")
+    if args.max_minutes is not None and not 0 < args.max_minutes < float("inf"):
         p.error("--max-minutes must be > 0")
     for flag, value in (("--parallel", args.parallel), ("--batch", args.batch)):
         if value is not None and value < 1:
             p.error(f"{flag} must be >= 1")
+    if args.seed < 0:
+        p.error("--seed must be >= 0")
     return args
-
-
-def make_proposer(kind: str, spec: Spec, seed: int):
-    """(proposer, note for the log). The LLM is used only when an endpoint is configured."""
-    llm = None
-    if kind in ("auto", "llm"):
-        try:
-            import nemotron_client
-        except ImportError as e:
-            if kind == "llm":
-                raise UserError(f"the LLM proposer is unavailable: {e}") from None
-        else:
-            try:
-                llm = nemotron_client.from_env()
-            except ValueError as e:   # a malformed KERNLOOP_LLM_* value names the variable
-                raise UserError(str(e)) from None
-        if kind == "llm" and llm is None:
-            raise UserError("--proposer llm needs KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL")
-    if llm is not None:
-        return llm, f"LLM proposer: {llm.describe().get('model')} at {llm.describe().get('endpoint_host')}"
-    if spec.torch_baseline:   # nothing for the tuner to tune: stop before any run folder exists
-        raise UserError(torchstart.TUNER_REFUSAL)
-    why = "no LLM endpoint configured (KERNLOOP_LLM_API_KEY / KERNLOOP_LLM_BASE_URL unset): " \
-          if kind == "auto" else ""
-    return Tuner(spec.search_space, seed=seed), why + "using the built-in tuner (rewrites CONFIG only)"
-
-
-def make_researcher():
-    import research
-    try:
-        return research.Researcher.from_env()
-    except ValueError as e:   # a malformed KERNLOOP_RESEARCH_* / TAVILY_* value
-        raise UserError(str(e)) from None
 
 
 def render_page(run_dir: Path) -> Path | None:
@@ -149,6 +135,9 @@ class State:
         self.research_queries = 0
         self.seen: set[int] = set()   # decided iteration numbers (several may be in flight)
         self.torch_start = False   # `baseline: torch`: the baseline champion is the reference in torch
+        self.transport_failures = 0     # consecutive LLM transport failures
+        self.refused = False            # the last one was a refused connection
+        self.llm_answered = False       # ... and the endpoint had answered before it
 
     @property
     def champion_is_torch(self) -> bool:
@@ -172,7 +161,8 @@ class State:
         st["roofline"] = (result.get("roofline") or {}).get(side)
         return st
 
-    def replay(self, events: list[dict], tuner: Tuner | None) -> None:
+    def replay(self, events: list[dict], tuner: Tuner | None, run_dir: Path | None = None) -> None:
+        """Rebuild the state from a log; with run_dir, also re-ask the tuner its proposals."""
         for ev in events:
             kind = ev.get("event")
             if kind == "baseline":
@@ -185,7 +175,17 @@ class State:
                 if ev.get("notes"):
                     self.notes = ev["notes"]
             elif kind == "iteration":
+                if tuner is not None and run_dir is not None and ev.get("proposer") == "tuner":
+                    self.replay_tuner(ev, tuner, run_dir)
                 self.apply(ev, tuner)
+
+    def replay_tuner(self, ev: dict, tuner: Tuner, run_dir: Path) -> None:
+        """Re-ask the tuner for this logged proposal from the same champion, so its initial
+        spread, tried set and RNG stand exactly where the uninterrupted run left them."""
+        code = (run_dir / self.champion_file).read_text()
+        tuner.propose(ProposalContext(spec=None, iteration=ev["iteration"], champion_code=code,
+                                      champion_id=self.champion_id, champion_profile={},
+                                      last_promoted=self.last_promoted))
 
     def apply(self, ev: dict, tuner: Tuner | None) -> None:
         self.done = max(self.done, ev["iteration"])
@@ -197,6 +197,16 @@ class State:
             # tuner stops proposing configs bigger than one that ran out of shared memory).
             tuner.mark_tried(ev["candidate_config"])
             tuner.observe(ev["candidate_config"], d.get("verdict"), d.get("reason"))
+        prop = ev.get("proposal") or {}
+        kind = prop.get("error_kind")
+        if kind in LLM_FAILURE_KINDS:   # no candidate was made: nothing to reject or learn from
+            self.transport_failures = self.transport_failures + 1 if kind == "transport" else 0
+            self.refused = bool(prop.get("connection_refused"))
+            self.llm_answered = bool(prop.get("endpoint_answered"))
+            self.since_promotion += 1
+            self.last_parse_error = None
+            return
+        self.transport_failures, self.refused = 0, False
         if d.get("promoted"):
             self.champion_id, self.champion_file = ev["candidate_id"], ev["candidate_file"]
             self.champion_config = ev.get("candidate_config")
@@ -213,71 +223,31 @@ class State:
         self.last_parse_error = (ev.get("proposal") or {}).get("parse_error")
 
 
-def status_line(ev: dict, n_total: int, synthetic: bool) -> str:
-    n = ev["iteration"]
-    width = 20
-    fill = int(width * n / max(n_total, 1))
-    bar = "#" * fill + "." * (width - fill)
-    d = ev["decision"]
-    cand = ((ev.get("result") or {}).get("candidate") or {}).get("mean_ms")
-    champ = ev.get("champion_mean_ms")
-    t = f"{cand:.4f} ms" if cand else "   --    "
-    tag = "SYNTHETIC " if synthetic else ""
-    return (f"{tag}[{bar}] {n:>3}/{n_total} {ev['candidate_id']} {d['verdict']:<9} {t} "
-            f"(champion {champ:.4f} ms) {ev.get('note') or ''} | {d['reason']}"[:400]
-            if champ else f"{tag}[{bar}] {n:>3}/{n_total} {d['verdict']} | {d['reason']}"[:400])
 
 
 # ---------------------------------------------------------------- main
 
-def start_run(args, spec: Spec) -> Path:
-    run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{spec.name}"
-    out = Path(args.out).resolve()   # children run with their own cwd: paths must be absolute
-    run_dir = out / run_id
-    k = 1
-    while run_dir.exists():
-        k += 1
-        run_dir = out / f"{run_id}-{k}"
-    try:
-        (run_dir / "candidates").mkdir(parents=True)
-        probe = run_dir / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as e:
-        raise UserError(f"cannot write the run folder under {out}: {e.strerror or e}") from None
-    if spec.torch_baseline:   # shown to the proposer and on the page; the checker times torch itself
-        (run_dir / "baseline.py").write_text(torchstart.champion_text(spec), encoding="utf-8")
-    else:
-        shutil.copyfile(spec.baseline, run_dir / "baseline.py")
-    return run_dir
-
-
 def loop(args) -> int:
+    settings.validate()   # every variable the run may read, before any run folder exists
     resume_events: list[dict] = []
     if args.resume:
         run_dir = Path(args.resume).resolve()
-        log_path = run_dir / "run.jsonl"
-        if not log_path.is_file():
-            raise UserError(f"--resume: no run.jsonl in {run_dir}")
-        repair_torn_tail(log_path)
-        resume_events = read_events(log_path)
-        starts = [e for e in resume_events if e.get("event") == "run_start"]
-        if not starts:
-            raise UserError(f"--resume: {log_path} has no run_start event")
-        if any(e.get("event") == "run_end" for e in resume_events):
-            raise UserError(f"--resume: the run in {run_dir} already finished (run_end is written)")
-        rs = starts[0]
-        spec = load_spec(rs["spec"]["path"])
+        try:
+            resume_events, rs = resume.load(run_dir)
+            spec = load_spec(resume.spec_path(rs, run_dir))
+        except resume.ResumeError as e:
+            raise UserError(str(e)) from None
         args.backend, args.seed = rs["backend"], rs.get("seed", 0)
         args.iterations = rs.get("iterations") if args.iterations is None else args.iterations
         args.proposer = rs.get("proposer_choice", "auto")
         args.patience = rs.get("patience") if args.patience is None else args.patience
         args.parallel = rs.get("parallel", 1) if args.parallel is None else args.parallel
         args.batch = rs.get("batch", 1) if args.batch is None else args.batch
+        args.max_minutes = rs.get("max_minutes") if args.max_minutes is None else args.max_minutes
         run_id = rs["run_id"]
     else:
         spec = load_spec(args.spec)
-        run_dir = None
+        check_baseline(spec)
     budget = spec.loop["iterations"] if args.iterations is None else args.iterations
     patience = spec.loop["patience"] if args.patience is None else args.patience
     min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop.get("sigma", 2.0))
@@ -285,16 +255,17 @@ def loop(args) -> int:
     many = parallel > 1 or batch > 1   # else the one-at-a-time loop, exactly as before
 
     backend, backend_why = make_backend(args.backend, seed=args.seed)
-    proposer, proposer_note = make_proposer(args.proposer, spec, args.seed + len(resume_events))
-    if run_dir is None:
+    # The same seed on --resume: the tuner's state is rebuilt by replaying its proposals.
+    proposer, proposer_note = make_proposer(args.proposer, spec, args.seed)
+    # The tuner only changes numbers inside the search space: research would spend Tavily
+    # credits on notes nobody reads, so it runs only for an LLM proposer.
+    researcher = None if isinstance(proposer, Tuner) else research.Researcher.from_env()
+    if researcher is not None and resume_events:
+        researcher.remember(resume_events)   # never re-send a query this run already sent
+    if not args.resume:
         run_dir = start_run(args, spec)
         run_id = run_dir.name
     args.run_dir = run_dir   # for the resume hint on Ctrl-C
-    # The tuner only changes numbers inside the search space: research would spend Tavily
-    # credits on notes nobody reads, so it runs only for an LLM proposer.
-    researcher = None if isinstance(proposer, Tuner) else make_researcher()
-    if researcher is not None and resume_events:
-        researcher.remember(resume_events)   # never re-send a query this run already sent
     log = RunLog(run_dir / "run.jsonl", run_id, backend.name, backend.synthetic)
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
     tag = "SYNTHETIC " if backend.synthetic else ""
@@ -302,13 +273,14 @@ def loop(args) -> int:
     say(f"{tag}kernloop: {proposer_note}")
     tuner = proposer if isinstance(proposer, Tuner) else None
     if tuner is not None:
-        say(f"{tag}kernloop: research off: {_no_research_note()}")
+        say(f"{tag}kernloop: research off: {research.TUNER_NOTE}")
     elif researcher is not None:
         say(f"{tag}kernloop: research source: {researcher.source}")
 
     st = State(compulsory_bytes(spec), backend.synthetic)
     st.torch_start = spec.torch_baseline
     t_start = time.monotonic()
+    before_s, interruptions = resume.previous_parts(resume_events) if resume_events else (0.0, [])
     if not args.resume:
         desc = proposer.describe()
         log.append("run_start", spec=spec.summary(), proposer=desc.get("proposer"),
@@ -319,11 +291,19 @@ def loop(args) -> int:
                    max_minutes=args.max_minutes, **({"parallel": parallel, "batch": batch} if many else {}),
                    argv=sys.argv[1:], versions=versions(),
                    research=researcher.describe() if researcher else None,
-                   research_note=None if researcher else _no_research_note())
+                   research_note=None if researcher else research.TUNER_NOTE)
     else:
-        st.replay(resume_events, tuner)
+        st.replay(resume_events, tuner, run_dir)
+        log.append("resume", after_iteration=st.done, previous=interruptions[-1]["how"],
+                   argv=sys.argv[1:])
         say(f"{tag}kernloop: resuming {run_dir} after iteration {st.done} "
             f"(champion {st.champion_id})")
+
+    def interrupted(why: str) -> None:   # Ctrl-C or SIGTERM: the run ends, resumable
+        end_run(log, "interrupted", why, **st.end_fields(),
+                duration_s=before_s + time.monotonic() - t_start, interruptions=interruptions)
+        render_page(run_dir)
+    args.on_interrupt = interrupted
     render_page(run_dir)
 
     if not st.baseline_done:
@@ -337,19 +317,19 @@ def loop(args) -> int:
                    diagnosis=of_result(bres, "candidate", st.cost) if bres.get("ok") else None)
         render_page(run_dir)
         if not bres.get("ok"):
-            end_run(log, "baseline_failed", f"baseline failed: {bres.get('error')}", iterations_done=0,
-                    duration_s=time.monotonic() - t_start)
+            args.on_interrupt = None
+            why = f"baseline failed: {bres.get('error')}"
+            end_run(log, "baseline_failed", why, **st.end_fields(),
+                    duration_s=before_s + time.monotonic() - t_start, interruptions=interruptions)
             render_page(run_dir)
-            print(f"error: the spec's baseline does not pass the checker: {bres.get('error')}",
-                  file=sys.stderr)
-            return 1
+            raise UserError(f"the baseline {spec.baseline} does not pass the checker: "
+                            f"{bres.get('error')} (run folder: {run_dir})")
+        interrupts.check()
         st.baseline_done = True
         st.champion_profile = st.profile_from(bres)
         st.baseline_mean = st.champion_profile.get("mean_ms")
         st.stand(bres)
-        mean = f"{st.baseline_mean:.4f} ms mean" if st.baseline_mean else "no timing (correctness only)"
-        say(f"{tag}baseline{' (the torch reference)' if st.torch_start else ''}: {mean}, rel-L2 "
-            + ", ".join(f"{k} {v:.1e}" for k, v in (bres.get("rel_l2") or {}).items() if v is not None))
+        say(tag + baseline_line(bres, spec, backend.synthetic, torch=st.torch_start))
         for text in briefing.peers_lines((st.peers_block or {}).get("peers"), None,
                                          (st.peers_block or {}).get("skipped")):
             say(f"{tag}{text}")
@@ -373,9 +353,10 @@ def loop(args) -> int:
     max_s = args.max_minutes * 60 if args.max_minutes else None
 
     def stop() -> tuple[str, str] | None:
+        interrupts.check()   # a signal whose handler was swallowed ends the run here
         return decision.stop_rule(len(st.seen) if many else st.done, budget, st.since_promotion,
                                   patience, bool(tuner and tuner.exhausted), fatal,
-                                  elapsed_s=time.monotonic() - t_start, max_s=max_s)
+                                  elapsed_s=before_s + time.monotonic() - t_start, max_s=max_s)
 
     def record(ev: dict, is_fatal: bool) -> None:
         """Log one decided iteration, learn from it, say it, research if due."""
@@ -394,8 +375,11 @@ def loop(args) -> int:
         say(status_line(ev, budget, backend.synthetic))
         if is_fatal:
             fatal = ev["proposal"].get("error") or "fatal proposer error"
+        elif stop_llm := decision.transport_stop(st.transport_failures, st.refused,
+                                                    st.llm_answered):
+            fatal = stop_llm
         elif researcher is not None and st.streak and len(st.seen) < budget \
-                and _research_due(st.streak, spec):
+                and research.research_due(False, st.streak, int(spec.loop["research_after"])):
             do_research("streak")
         render_page(run_dir)
 
@@ -409,15 +393,16 @@ def loop(args) -> int:
         ev, is_fatal = run_iteration(st.done + 1, st, spec, proposer, backend, run_dir,
                                      min_gain, sigma)
         record(ev, is_fatal)
+    args.on_interrupt = None
     stopped, why = rule
-
     if not st.champion_is_torch:   # a torch champion has no kernel file
         shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")
     champ_mean = st.champion_profile.get("mean_ms")
     fres = final_job(st, spec, backend, run_dir, log, stopped)
     speedup = decision.speedup(st.baseline_mean, champ_mean)
     line = final_summary(st, fres, speedup, backend.synthetic)
-    end_run(log, stopped, why, **st.end_fields(), duration_s=time.monotonic() - t_start, final_line=line)
+    end_run(log, stopped, why, **st.end_fields(), duration_s=before_s + time.monotonic() - t_start,
+            interruptions=interruptions, final_line=line)
     page_path = render_page(run_dir)
     try:
         import page
@@ -426,49 +411,13 @@ def loop(args) -> int:
         print(f"warning: runs index not rendered: {e}", file=sys.stderr)
     label = " (synthetic run: modeled timings, not measurements)" if backend.synthetic else ""
     print(f"{tag}done: {why}. {st.champion_id}: {line}{label}")
-    print("champion: the torch reference (no candidate beat it)" if st.champion_is_torch
-          else f"champion kernel: {run_dir / 'champion.py'}")
-    print(f"page: {page_path or run_dir / 'trajectory.html'}")
+    print(tag + ("champion: the torch reference (no candidate beat it)" if st.champion_is_torch
+                 else f"champion kernel: {run_dir / 'champion.py'}"))
+    print(f"{tag}page: {page_path or run_dir / 'trajectory.html'}")
     if fatal:
         print(f"error: {fatal}", file=sys.stderr)
         return 1
     return 0
-
-
-def final_job(st: State, spec: Spec, backend: Backend, run_dir: Path, log: RunLog, stopped: str) -> dict | None:
-    """Time the final champion once more beside its peers (and profile it) in one job, where the
-    backend times peers and a promotion happened (the baseline's own job timed them already).
-    Logged as the `final` event; its failure only loses the comparison."""
-    if not getattr(backend, "times_peers", False) or st.champion_id == "baseline" \
-            or stopped in ("interrupted", "baseline_failed"):
-        return None
-    path = run_dir / st.champion_file
-    res = backend.evaluate(spec, path, path, run_dir / "jobs" / "final",
-                           configs={"candidate": st.champion_config, "champion": st.champion_config},
-                           peers=True)
-    log.append("final", candidate_id=st.champion_id, candidate_file=st.champion_file, result=res,
-               diagnosis=of_result(res, "candidate", st.cost) if res.get("ok") else None)
-    return res
-
-
-def final_summary(st: State, fres: dict | None, speedup: float | None, synthetic: bool) -> str:
-    """The final terminal line: the champion's median beside the best peer's, both from one job
-    (the final job, or the baseline's when the baseline is still the champion); the baseline
-    ratio is the loop's (means, as decided)."""
-    block = (fres or {}).get("peers") if fres else (st.peers_block if st.champion_id == "baseline" else None)
-    kernel = ((block or {}).get("kernels") or {}).get("candidate") or {}
-    champ_ms = kernel.get("median_ms") or st.champion_profile.get("mean_ms")
-    return briefing.final_line(champ_ms, speedup, (block or {}).get("peers") if kernel else None, synthetic)
-
-
-def _no_research_note() -> str:
-    import research
-    return research.TUNER_NOTE
-
-
-def _research_due(streak: int, spec: Spec) -> bool:
-    import research
-    return research.research_due(False, streak, int(spec.loop["research_after"]))
 
 
 def main(argv=None) -> int:
@@ -478,22 +427,26 @@ def main(argv=None) -> int:
         import onramp
         return (onramp.main if argv[0] == "new" else checkcmd.main)(argv[1:])
     args = parse_args(argv)
+    interrupts.install()
     if not args.quiet:   # the LLM client logs one line per proposal on the kernloop.* loggers
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
         logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         return loop(args)
-    except SpecError as e:
+    except (SpecError, UserError, BackendError, ProposerError, RunFolderError,
+            settings.SettingsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (UserError, BackendError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        term = isinstance(e, interrupts.Terminated)
+        interrupts.ignore()   # a second Ctrl-C must not tear run_end
+        on_interrupt = getattr(args, "on_interrupt", None)
+        if on_interrupt is not None:
+            on_interrupt("interrupted by " + ("SIGTERM" if term else "Ctrl-C (SIGINT)"))
         run_dir = getattr(args, "run_dir", None)
         where = f" (resume with: python orchestrator.py --resume {run_dir})" if run_dir else ""
         print(f"\ninterrupted{where}", file=sys.stderr)
-        return 130
+        return 143 if term else 130
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from urllib.parse import quote
 import jinja2
 from markupsafe import escape
 
+import settings
 from cardview import VERDICT_HELP, VERDICTS, RunFiles
 from htmlfmt import as_text, fmt_bool, fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, fmt_ts
 from pageview import LEVELS, LOG_NAME, REFRESH_S, SIZE_BUDGET, build_view
@@ -209,7 +210,7 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 
 def find_chromium():
-    env = os.environ.get("KERNLOOP_CHROMIUM")
+    env = settings.get("KERNLOOP_CHROMIUM")
     if env:
         return env if Path(env).is_file() or shutil.which(env) else None
     for name in CHROMIUM_NAMES:

@@ -60,6 +60,8 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
 
     starts = [e for e in events if e.get("event") == "run_start"]
     ends = [e for e in events if e.get("event") == "run_end"]
+    if ends and events[-1] is not ends[-1]:   # interrupted, then resumed: live again
+        ends = []
     baselines = [e for e in events if e.get("event") == "baseline"]
     start, end = as_dict(starts[0] if starts else None), as_dict(ends[-1] if ends else None)
     base_ev = as_dict(baselines[-1] if baselines else None)
@@ -94,7 +96,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
                 r["after_iters"] = len(iters)
                 research.append(r)
                 items.append(r)
-            elif kind not in ("run_start", "run_end", "baseline", "final"):
+            elif kind not in ("run_start", "run_end", "baseline", "final", "resume"):
                 unknown += 1
         except Exception as e:  # one bad event must not take the page down
             warnings.append(f"event {idx + 1} ({as_text(kind)}) could not be rendered: {type(e).__name__}: {e}")

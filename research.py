@@ -18,6 +18,8 @@ from pathlib import Path
 
 import requests
 
+import settings
+
 try:
     from tavily import TavilyClient
     from tavily import errors as tavily_errors
@@ -25,25 +27,21 @@ except ImportError:  # the builtin notes must keep working without the package
     TavilyClient = None
     tavily_errors = None
 
-ENV_VARS: dict[str, str] = {
-    "TAVILY_API_KEY": "Tavily API key; unset = use the notes shipped in research_notes.md (source: builtin).",
-    "TAVILY_BASE_URL": "Tavily API base URL (default https://api.tavily.com): a proxy, or a test server.",
-    "KERNLOOP_RESEARCH_TIMEOUT_S": "Seconds one Tavily search may take before it is logged as a timeout (default 15).",
-    "KERNLOOP_RESEARCH_MAX_RESULTS": "Results asked of each Tavily search, 1-20 (default 5).",
-    "KERNLOOP_RESEARCH_TOKENS": "Budget of the injected notes in tokens, about 4 characters each (default 600).",
-}
+ENV_VARS: dict[str, str] = settings.group("KERNLOOP_RESEARCH_", "TAVILY_API_KEY", "TAVILY_BASE_URL")
 
 TUNER_NOTE = ("The built-in tuner does not use research notes: it only mutates the champion's CONFIG "
               "within the spec's search space; notes are injected into LLM prompts only.")
 
-DEFAULT_BASE_URL = "https://api.tavily.com"
+DEFAULT_BASE_URL = settings.TAVILY_BASE_URL
 BUILTIN_NOTES = Path(__file__).with_name("research_notes.md")
 DUPLICATE = "duplicate query, skipped"
 CHARS_PER_TOKEN = 4
 MAX_QUERY_CHARS = 400   # Tavily answers 400 to longer queries
 MAX_LINE_CHARS = 300    # one excerpt line in the notes
 
-DEFAULTS = {"timeout_s": 15.0, "max_results": 5, "budget_tokens": 600}
+DEFAULTS = {"timeout_s": settings.VARS["KERNLOOP_RESEARCH_TIMEOUT_S"].default,
+            "max_results": settings.VARS["KERNLOOP_RESEARCH_MAX_RESULTS"].default,
+            "budget_tokens": settings.VARS["KERNLOOP_RESEARCH_TOKENS"].default}
 
 # Words that mark an excerpt line as worth keeping when a result has more lines than we keep.
 _VOCAB = ("triton", "block", "warp", "stage", "tile", "split", "persistent", "l2", "shared memory",
@@ -361,25 +359,11 @@ def _disables(exc: Exception) -> bool:
 
 # ---------------------------------------------------------------- settings
 
-def _env_number(env, name: str, cast, lo, hi):
-    raw = str(env.get(name) or "").strip()
-    if not raw:
-        return None
-    try:
-        value = cast(raw)
-    except ValueError:
-        raise ValueError(f"{name}: expected a number, got {raw!r}") from None
-    if not lo <= value <= hi:   # also rejects nan
-        raise ValueError(f"{name}: must be between {lo} and {hi}, got {raw!r}")
-    return value
-
-
 def settings_from_env(env) -> dict:
-    """Timeout, result count and token budget; a bad value is an error naming the variable."""
-    found = {"timeout_s": _env_number(env, "KERNLOOP_RESEARCH_TIMEOUT_S", float, 0.01, 120.0),
-             "max_results": _env_number(env, "KERNLOOP_RESEARCH_MAX_RESULTS", int, 1, 20),
-             "budget_tokens": _env_number(env, "KERNLOOP_RESEARCH_TOKENS", int, 50, 20000)}
-    return {k: (DEFAULTS[k] if v is None else v) for k, v in found.items()}
+    """Timeout, result count and token budget; a bad value raises settings.SettingsError."""
+    return {"timeout_s": settings.get("KERNLOOP_RESEARCH_TIMEOUT_S", env),
+            "max_results": settings.get("KERNLOOP_RESEARCH_MAX_RESULTS", env),
+            "budget_tokens": settings.get("KERNLOOP_RESEARCH_TOKENS", env)}
 
 
 # ---------------------------------------------------------------- the researcher
@@ -408,16 +392,16 @@ class Researcher:
 
     @classmethod
     def from_env(cls, env=os.environ) -> "Researcher":
-        settings = settings_from_env(env)
-        key = str(env.get("TAVILY_API_KEY") or "").strip()
+        found = settings_from_env(env)
+        key = settings.get("TAVILY_API_KEY", env)
         if not key:
-            return cls("builtin", **settings)
-        base_url = str(env.get("TAVILY_BASE_URL") or "").strip().rstrip("/") or DEFAULT_BASE_URL
+            return cls("builtin", **found)
+        base_url = settings.get("TAVILY_BASE_URL", env).rstrip("/") or DEFAULT_BASE_URL
         if TavilyClient is None:
             return cls("tavily", base_url=base_url, unavailable="tavily-python is not installed",
-                       **settings)
+                       **found)
         return cls("tavily", TavilyClient(api_key=key, api_base_url=base_url),
-                   base_url=base_url, **settings)
+                   base_url=base_url, **found)
 
     def describe(self) -> dict:
         """For run_start: where research comes from and its limits (never the key)."""

@@ -19,12 +19,50 @@ KNOWN_FIELDS = {"name", "description", "entry", "baseline", "dtype", "check_dtyp
                 "reference", "tolerance", "shapes", "check_shapes", "cost", "timing", "loop", "model",
                 "search_space", "compare", "nebius"}
 NEBIUS_KEYS = {"image", "platform", "preset", "parent_id", "subnet_id", "job_timeout", "disk"}
+# The keys each nested mapping accepts: a typo below the top level is an error too.
+INPUT_KEYS = {"name", "shape", "dtype", "dist", "scale", "low", "high"}
+OUTPUT_KEYS = {"shape", "dtype"}
+TOLERANCE_KEYS = {"rel_l2"}
+COST_KEYS = {"flops", "bytes"}
+TIMING_KEYS = {"warmup", "reps"}
+LOOP_KEYS = {"iterations", "min_gain", "research_after", "patience", "sigma", "parallel"}
 
 
 class SpecError(ValueError):
+    """A spec that cannot be used: the message names the file and the field (None: the file)."""
+
     def __init__(self, path, field_name, msg):
         self.path, self.field, self.msg = str(path), field_name, msg
-        super().__init__(f"{path}: field '{field_name}': {msg}")
+        super().__init__(f"{path}: field '{field_name}': {msg}" if field_name else msg)
+
+
+def _known(d, allowed, path, where):
+    """Reject keys of mapping d that are not in allowed, naming the full path of the first."""
+    unknown = sorted(str(k) for k in d if k not in allowed)
+    if unknown:
+        raise SpecError(path, f"{where}.{unknown[0]}" if where else unknown[0],
+                        f"unknown field (known: {', '.join(sorted(allowed))})")
+
+
+def _mapping(raw, key, path, allowed, required=False):
+    """raw[key] as a dict with only allowed keys ({} when absent and not required)."""
+    if key not in raw or raw[key] is None:
+        if required:
+            raise SpecError(path, key, "is required")
+        return {}
+    v = raw[key]
+    if not isinstance(v, dict):
+        raise SpecError(path, key, f"must be a mapping, got {type(v).__name__}")
+    _known(v, allowed, path, key)
+    return v
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 @dataclass
@@ -77,7 +115,7 @@ class Spec:
         return json.loads(json.dumps(d))
 
     def summary(self) -> dict:
-        return {"name": self.name, "path": str(self.path), "entry": self.entry, "dtype": self.dtype,
+        return {"name": self.name, "path": str(Path(self.path).resolve()), "entry": self.entry, "dtype": self.dtype,
                 "shapes": self.shapes, "check_shapes": self.check_shapes, "tolerance": self.tolerance,
                 "description": self.description, "model": self.model}
 
@@ -121,6 +159,10 @@ def _shapes(raw, path, fname, symbols):
         missing = [x for x in symbols if x not in s]
         if missing:
             raise SpecError(path, f"{fname}[{i}]", f"missing symbol(s) {missing}")
+        extra = [str(x) for x in s if x not in symbols]
+        if extra:
+            raise SpecError(path, f"{fname}[{i}].{extra[0]}",
+                            f"unknown symbol (the inputs' shapes use {', '.join(symbols)})")
         for k, v in s.items():
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise SpecError(path, f"{fname}[{i}].{k}", f"must be a positive integer, got {v!r}")
@@ -147,9 +189,19 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 
 def load_spec(path) -> Spec:
+    """Load and validate; every problem is one SpecError naming the file and the field."""
     path = Path(path)
+    try:
+        return _load(path)
+    except SpecError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError) as e:   # a type no check foresaw
+        raise SpecError(path, "(spec)", f"malformed value: {e}") from None
+
+
+def _load(path: Path) -> Spec:
     if not path.is_file():
-        raise SpecError(path, "(file)", "spec file not found")
+        raise SpecError(path, None, f"spec file not found: {path}")
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506
     except yaml.YAMLError as e:
@@ -161,6 +213,8 @@ def load_spec(path) -> Spec:
         raise SpecError(path, unknown[0], f"unknown field (known: {', '.join(sorted(KNOWN_FIELDS))})")
 
     name = _req(raw, "name", path, "", str)
+    if not isinstance(raw.get("description", ""), str):
+        raise SpecError(path, "description", "must be a string")
     entry = _req(raw, "entry", path, "", str)
     if not entry.isidentifier():
         raise SpecError(path, "entry", f"{entry!r} is not a Python identifier")
@@ -184,6 +238,7 @@ def load_spec(path) -> Spec:
         where = f"inputs[{i}]."
         if not isinstance(inp, dict):
             raise SpecError(path, f"inputs[{i}]", "must be a mapping with name and shape")
+        _known(inp, INPUT_KEYS, path, f"inputs[{i}]")
         n = _req(inp, "name", path, where, str)
         if not n.isidentifier():
             raise SpecError(path, where + "name", f"{n!r} is not a Python identifier")
@@ -194,12 +249,17 @@ def load_spec(path) -> Spec:
             if isinstance(s, str) and s not in symbols:
                 symbols.append(s)
         _input_dist(inp, path, where, dtype)
+        scale = inp.get("scale", 1.0)
+        if not _is_num(scale) or not 0 < scale < float("inf"):
+            raise SpecError(path, where + "scale", f"must be a positive number, got {scale!r}")
     names = [i["name"] for i in inputs]
     if len(set(names)) != len(names):
         raise SpecError(path, "inputs", f"duplicate input names {names}")
 
-    output = _req(raw, "output", path, "", dict)
+    output = _mapping(raw, "output", path, OUTPUT_KEYS, required=True)
     oshape = _req(output, "shape", path, "output.", list)
+    if output.get("dtype", dtype) not in DTYPES:
+        raise SpecError(path, "output.dtype", f"must be one of {DTYPES}, got {output.get('dtype')!r}")
     for s in oshape:
         if isinstance(s, str) and s not in symbols:
             raise SpecError(path, "output.shape", f"symbol {s!r} is not used by any input")
@@ -212,6 +272,7 @@ def load_spec(path) -> Spec:
 
     tol = raw.get("tolerance")
     if isinstance(tol, dict):
+        _known(tol, TOLERANCE_KEYS, path, "tolerance")
         tol = tol.get("rel_l2")
     if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not (0 < tol < 1):
         raise SpecError(path, "tolerance", f"must be a rel-L2 number in (0, 1), got {tol!r}")
@@ -219,7 +280,7 @@ def load_spec(path) -> Spec:
     shapes = _shapes(raw.get("shapes"), path, "shapes", symbols)
     check_shapes = _shapes(raw.get("check_shapes", shapes), path, "check_shapes", symbols)
 
-    cost = _req(raw, "cost", path, "", dict)
+    cost = _mapping(raw, "cost", path, COST_KEYS, required=True)
     for k in ("flops", "bytes"):
         if k not in cost:
             raise SpecError(path, f"cost.{k}", "is required (a formula in the shape symbols)")
@@ -228,32 +289,36 @@ def load_spec(path) -> Spec:
         except (ValueError, SyntaxError, ZeroDivisionError) as e:
             raise SpecError(path, f"cost.{k}", str(e)) from None
 
-    timing = {"warmup": 10, "reps": 50, **(raw.get("timing") or {})}
+    timing = {"warmup": 10, "reps": 50, **_mapping(raw, "timing", path, TIMING_KEYS)}
     for k in ("warmup", "reps"):
-        if not isinstance(timing[k], int) or timing[k] < (0 if k == "warmup" else 3):
+        if not _is_int(timing[k]) or timing[k] < (0 if k == "warmup" else 3):
             raise SpecError(path, f"timing.{k}", f"must be an integer ({'>= 0' if k == 'warmup' else '>= 3'})")
 
     loop = {"iterations": 30, "min_gain": 0.02, "research_after": 3, "patience": 0, "sigma": 2.0,
-            "parallel": 1, **(raw.get("loop") or {})}
-    if not isinstance(loop["iterations"], int) or loop["iterations"] < 0:
+            "parallel": 1, **_mapping(raw, "loop", path, LOOP_KEYS)}
+    if not _is_int(loop["iterations"]) or loop["iterations"] < 0:
         raise SpecError(path, "loop.iterations", "must be a non-negative integer")
-    if not isinstance(loop["min_gain"], (int, float)) or not (0 <= loop["min_gain"] < 1):
+    if not _is_num(loop["min_gain"]) or not (0 <= loop["min_gain"] < 1):
         raise SpecError(path, "loop.min_gain", "must be a number in [0, 1)")
-    if not isinstance(loop["research_after"], int) or loop["research_after"] < 1:
+    if not _is_int(loop["research_after"]) or loop["research_after"] < 1:
         raise SpecError(path, "loop.research_after", "must be a positive integer")
-    if not isinstance(loop["patience"], int) or loop["patience"] < 0:
+    if not _is_int(loop["patience"]) or loop["patience"] < 0:
         raise SpecError(path, "loop.patience", "must be an integer >= 0 (0 = off)")
     if not isinstance(loop["parallel"], int) or isinstance(loop["parallel"], bool) or loop["parallel"] < 1:
         raise SpecError(path, "loop.parallel", "must be an integer >= 1 (candidates in flight)")
+    if not _is_num(loop["sigma"]) or not 0 <= loop["sigma"] < 100:
+        raise SpecError(path, "loop.sigma", f"must be a number in [0, 100), got {loop['sigma']!r}")
 
     model = raw.get("model", "matmul")
-    if model not in MODELS:
+    if not isinstance(model, str) or model not in MODELS:
         raise SpecError(path, "model", f"must be one of {MODELS}, got {model!r}")
 
     space = raw.get("search_space") or {}
     if not isinstance(space, dict):
         raise SpecError(path, "search_space", "must be a mapping of CONFIG key -> list of values")
     for k, vals in space.items():
+        if not isinstance(k, str) or not k.isidentifier():
+            raise SpecError(path, f"search_space.{k}", "keys must be CONFIG names (identifiers)")
         if not isinstance(vals, list) or not vals:
             raise SpecError(path, f"search_space.{k}", "must be a non-empty list of values")
         for v in vals:
@@ -261,7 +326,8 @@ def load_spec(path) -> Spec:
                 raise SpecError(path, f"search_space.{k}", f"values must be literals, got {v!r}")
 
     compare = raw.get("compare") or {}
-    if not isinstance(compare, dict) or not all(isinstance(v, str) for v in compare.values()):
+    if not isinstance(compare, dict) or not all(isinstance(v, str) and isinstance(k, str)
+                                                for k, v in compare.items()):
         raise SpecError(path, "compare", "must map a label to a torch expression string")
     for label, expr in compare.items():
         try:

@@ -134,13 +134,20 @@ class RunEnd(Common, total=False):
     baseline_mean_ms: float | None
     champion_mean_ms: float | None
     speedup: float | None       # baseline_mean_ms / champion_mean_ms
-    duration_s: float           # wall time of this process (a resumed run: of the resumed part)
+    duration_s: float           # wall time of the run, every part of a resumed run together
+    interruptions: list         # per earlier part that ended early: {after_iteration, at, how (interrupted | killed), reason}
     final_line: str | None      # the terminal's summary: champion vs the baseline and the best peer (briefing.final_line)
 
 
+class Resume(Common, total=False):
+    after_iteration: int        # iterations decided before this part
+    previous: str               # how the part before ended: interrupted (run_end) | killed (no run_end)
+    argv: list                  # the command line of this part
+
+
 SCHEMA: dict[str, type] = {"run_start": RunStart, "baseline": Baseline, "research": Research,
-                           "iteration": Iteration, "final": Final, "run_end": RunEnd}
-Event = typing.Union[RunStart, Baseline, Research, Iteration, Final, RunEnd]   # a decoded line (a dict at run time)
+                           "iteration": Iteration, "final": Final, "resume": Resume, "run_end": RunEnd}
+Event = typing.Union[RunStart, Baseline, Research, Iteration, Final, Resume, RunEnd]   # a decoded line (a dict at run time)
 REQUIRED = tuple(Common.__annotations__)
 
 
@@ -221,7 +228,8 @@ class RunLog:
 def end_run(log: RunLog, stopped: str, stop_reason: str, *, iterations_done: int,
             champion_id: str = "baseline", champion_file: str | None = "baseline.py",
             baseline_mean_ms: float | None = None, champion_mean_ms: float | None = None,
-            duration_s: float = 0.0, final_line: str | None = None) -> dict:
+            duration_s: float = 0.0, interruptions: list | None = None,
+            final_line: str | None = None) -> dict:
     """Write the one run_end event (every stop, Ctrl-C and SIGTERM included, goes through here)."""
     if stopped not in STOPPED:
         raise SchemaError(f"run_end: stopped {stopped!r} is not one of {', '.join(STOPPED)}")
@@ -230,7 +238,8 @@ def end_run(log: RunLog, stopped: str, stop_reason: str, *, iterations_done: int
                       champion_file=champion_file, baseline_mean_ms=baseline_mean_ms,
                       champion_mean_ms=champion_mean_ms,
                       speedup=decision.speedup(baseline_mean_ms, champion_mean_ms),
-                      duration_s=round(duration_s, 2), final_line=final_line)
+                      duration_s=round(duration_s, 2), interruptions=list(interruptions or []),
+                      final_line=final_line)
 
 
 # ----------------------------------------------------------------------------- the reader

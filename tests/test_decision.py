@@ -111,3 +111,25 @@ def test_batch_winners_are_ranked_best_first_and_losers_left_out():
             ("c", decide(res(0.80, 1.0))), ("d", decide(res(0.90, 1.0)))]
     assert batch_winners(decs) == ["c", "d", "a"]
     assert batch_winners([("b", decide(res(1.01, 1.0)))]) == []
+
+
+def test_stop_names_its_kind():
+    from decision import stop_rule as stop
+    assert stop(30, 30, 0, 0) == ("budget", "iteration budget reached (30)")
+    assert stop(5, 30, 4, 4)[0] == "patience"
+    assert stop(5, 30, 0, 0, exhausted=True)[0] == "exhausted"
+    assert stop(5, 30, 0, 0, fatal="401")[0] == "fatal"
+    assert stop(5, 30, 0, 0, elapsed_s=61.0, max_s=60.0)[0] == "time"
+    assert stop(5, 30, 0, 0) is None
+
+
+def test_transport_stop_rule():
+    from decision import transport_stop
+    assert transport_stop(0, False, False) is None
+    assert transport_stop(2, False, True) is None                  # two in a row: go on
+    assert "3 LLM transport failures in a row" in transport_stop(3, False, True)
+    assert "KERNLOOP_LLM_BASE_URL" in transport_stop(3, False, True)
+    first = transport_stop(1, True, False)                           # refused, never answered
+    assert "refused" in first and "KERNLOOP_LLM_BASE_URL" in first
+    assert transport_stop(1, True, True) is None                    # it answered before: retry later
+    assert transport_stop(5, False, True, limit=0) is None          # limit 0 = off

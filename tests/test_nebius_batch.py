@@ -17,9 +17,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import fake_nebius  # noqa: E402
 import nebius_jobs as nj  # noqa: E402
-from backends import BackendError  # noqa: E402
 from nebius_batch import parse_batch_lines  # noqa: E402
 from resultline import format_result_line  # noqa: E402
+from settings import SettingsError  # noqa: E402
 from spec import load_spec  # noqa: E402
 from test_nebius_jobs import FAST, assert_backend_failure, commands, fake  # noqa: E402,F401
 
@@ -102,7 +102,7 @@ def test_a_rejected_batch_create_fails_every_candidate_cleanly(fake):
 def test_max_jobs_setting():
     assert nj.settings_from_env({}).max_jobs == 4
     assert nj.settings_from_env({"KERNLOOP_NEBIUS_MAX_JOBS": "2"}).max_jobs == 2
-    with pytest.raises(BackendError, match="KERNLOOP_NEBIUS_MAX_JOBS=.0. must be an integer >= 1"):
+    with pytest.raises(SettingsError, match="KERNLOOP_NEBIUS_MAX_JOBS='0': expected an integer in"):
         nj.settings_from_env({"KERNLOOP_NEBIUS_MAX_JOBS": "0"})
     assert nj.NebiusBackend(nj.settings_from_env({"KERNLOOP_NEBIUS_MAX_JOBS": "3"})).slots(8) == \
         ["job0", "job1", "job2"]

@@ -23,8 +23,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import fake_nebius  # noqa: E402
 import nebius_jobs as nj  # noqa: E402
-from backends import BackendError  # noqa: E402
 from spec import load_spec  # noqa: E402
+from settings import SettingsError  # noqa: E402
 from trajectory import read_events  # noqa: E402
 
 SPEC = ROOT / "specs" / "matmul.yaml"
@@ -232,9 +232,9 @@ def test_settings_defaults_overrides_and_bad_values():
                               "KERNLOOP_NEBIUS_POLL_S": "2.5", "KERNLOOP_NEBIUS_PARENT_ID": "project-x"})
     assert (s.platform, s.poll_s, s.parent_id) == ("gpu-h200-sxm", 2.5, "project-x")
     assert nj.NebiusBackend(s).device == "Nebius gpu-h200-sxm / 1gpu-16vcpu-200gb"
-    with pytest.raises(BackendError, match="KERNLOOP_NEBIUS_WAIT_S"):
+    with pytest.raises(SettingsError, match="KERNLOOP_NEBIUS_WAIT_S"):
         nj.settings_from_env({"KERNLOOP_NEBIUS_WAIT_S": "soon"})
-    with pytest.raises(BackendError, match="KERNLOOP_NEBIUS_CHECK_MODE"):
+    with pytest.raises(SettingsError, match="KERNLOOP_NEBIUS_CHECK_MODE"):
         nj.settings_from_env({"KERNLOOP_NEBIUS_CHECK_MODE": "cpu"})
     assert "interpret mode" in nj.NebiusBackend.from_env(
         {"KERNLOOP_NEBIUS_CHECK_MODE": "interpret"}).device

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import re
 import sys
 from pathlib import Path
@@ -212,7 +213,8 @@ def test_500_forever_gives_a_clean_error_and_the_loop_goes_on(srv):
     assert p.error.startswith(f"HTTP 500 from 127.0.0.1:{srv.port} after 3 attempt(s)")
     assert "boom" in p.error
     assert (p.meta["error_kind"], p.meta["error_class"], p.meta["status_code"]) == \
-        ("request", "InternalServerError", 500)
+        ("transport", "InternalServerError", 500)
+    assert not p.meta["connection_refused"]
     assert len(srv.chat_requests) == 3              # 1 try + MAX_RETRIES, bounded
     # The next iteration still works with the same proposer.
     srv.default = None
@@ -239,8 +241,12 @@ def test_timeout_is_retried_then_a_clean_error(srv):
 def test_connection_refused_is_a_clean_error():
     with LoopbackOpenAI() as s:
         env = env_for(s)
+    t0 = time.monotonic()
     p = nc.from_env(env).propose(make_ctx())       # server gone: nothing listens on the port
     assert p.code is None and not p.fatal and p.meta["error_class"] == "APIConnectionError"
+    assert p.meta["error_kind"] == "transport" and p.meta["connection_refused"] is True
+    assert not p.meta["endpoint_answered"] and "connection refused" in p.error
+    assert p.meta["attempts"] == 1 and time.monotonic() - t0 < 5   # not retried before any answer
 
 
 def test_401_is_fatal_not_retried_and_never_echoes_the_key(srv, caplog):

@@ -1,5 +1,7 @@
 """The loop end to end on the synthetic backend (real interpreter correctness, modeled timing)."""
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import orchestrator
+import terminal
 from backends import SyntheticBackend
 from spec import load_spec
 from tests.scripted_proposer import Scripted
@@ -179,3 +182,32 @@ def test_time_budget_stops_between_iterations(tmp_path):
     assert ev[0]["max_minutes"] == 0.001
     bad = run_cli(["--spec", "specs/matmul.yaml", "--max-minutes", "0"], timeout=60)
     assert bad.returncode == 2 and "--max-minutes must be > 0" in bad.stderr
+
+
+def test_terminal_lines_fit_say_ratios_and_are_all_labelled_synthetic(synthetic_run):
+    p, run = synthetic_run
+    lines = p.stdout.splitlines()
+    assert lines and all(ln.startswith("SYNTHETIC") for ln in lines)   # champion kernel:, page: too
+    its = [ln for ln in lines if "/8 it" in ln]
+    assert len(its) == 8 and all(len(ln) <= terminal.STATUS_WIDTH for ln in its)
+    assert not any("%" in ln for ln in its)                       # speed is a ratio, never +54.6%
+    timed = [ln for ln in its if " ms modeled, " in ln]
+    assert timed and all(re.search(r"\d+\.\d\dx the champion \(\d+\.\d{4} ms, same job\)", ln)
+                         for ln in timed)
+    (base,) = [ln for ln in lines if "baseline:" in ln]
+    spec = load_spec(ROOT / "specs" / "matmul.yaml")
+    assert "modeled at 4096x4096x4096" in base
+    assert not any(spec.shape_label(s) in base for s in spec.check_shapes)   # no check-shape numbers
+
+
+def test_status_line_one_row_within_the_width():
+    ev = {"iteration": 12, "candidate_id": "it0012", "note": "BLOCK_M 64->128 " * 20,
+          "decision": {"verdict": "rejected", "reason": "x"},
+          "result": {"candidate": {"mean_ms": 0.5}, "champion": {"mean_ms": 0.25}}}
+    line = terminal.status_line(ev, 30, synthetic=False)
+    assert len(line) == terminal.STATUS_WIDTH and line.endswith("...")
+    assert "0.5000 ms 0.50x the champion (0.2500 ms, same job)" in line and "SYNTHETIC" not in line
+    ev["decision"] = {"verdict": "failed", "reason": "LLM transport: HTTP 500\nafter 3 attempts"}
+    ev["result"] = None
+    line = terminal.status_line(ev, 30, synthetic=True)
+    assert "\n" not in line and line.startswith("SYNTHETIC [") and "failed    LLM transport" in line
