@@ -24,7 +24,7 @@ import interrupts
 import research
 import resume
 import settings
-from backends import Backend, BackendError
+from backends import BackendError
 from diagnosis import compulsory_bytes, of_result
 from factories import ProposerError, make_backend, make_proposer
 from finaljob import final_job, final_summary
@@ -32,7 +32,7 @@ from iteration import (LLM_FAILURE_KINDS, candidate_event, proposal_context,  # 
                        run_iteration)
 from proposer import ProposalContext
 from runfolder import RunFolderError, check_baseline, start_run
-from spec import Spec, SpecError, load_spec
+from spec import SpecError, load_spec
 from terminal import baseline_line, status_line
 from trajectory import RunLog, end_run
 from tuner import Tuner
