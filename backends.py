@@ -17,12 +17,15 @@ from pathlib import Path
 import perfmodel
 import settings
 from contract import read_config
-from resultline import ResultLineError, parse_result_line
+from resultline import ResultLineError, parse_result_line, validate_result
 from sandbox import run_child
 
 ROOT = Path(__file__).resolve().parent
 CHECKER = ROOT / "checker" / "check.py"
-# what check.py imports only for --peers / --profile-kernel, staged beside it
+# Every file the checker runs from, copied flat next to each other (a Nebius job injects them so).
+CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "contain.py",
+                   "timing.py", "validate.py")
+# what the judge imports only for --peers / --profile-kernel, staged beside it
 CHECKER_SIGHT = [ROOT / "checker" / n for n in ("sight.py", "peers.py", "kernelprofile.py", "ncu.py")]
 SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
                     "correctness by the Triton interpreter on the CPU)")
@@ -51,6 +54,9 @@ def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path
             files[side] = workdir / f"{side}.py"
             shutil.copyfile(src, files[side])
     shutil.copyfile(CHECKER, files["checker"])
+    for name in CHECKER_MODULES[1:]:
+        files[f"checker_{name[:-3]}"] = workdir / name
+        shutil.copyfile(CHECKER.parent / name, files[f"checker_{name[:-3]}"])
     for src in CHECKER_SIGHT:
         shutil.copyfile(src, workdir / src.name)
     return files
@@ -79,6 +85,11 @@ def parse_child(out, backend: str, synthetic: bool, log_path: Path | None) -> di
     except ResultLineError as e:
         return failed_result(backend, synthetic, "backend",
                              f"{e} (exit code {out.returncode}); stderr tail: {tail[-400:]}",
+                             stderr_tail=tail, **meta)
+    problems = validate_result(res)
+    if problems:   # a child's line is data, never trusted for its shape
+        return failed_result(backend, synthetic, "backend",
+                             f"malformed result line: {'; '.join(problems[:5])}",
                              stderr_tail=tail, **meta)
     if out.returncode != 0:
         meta["note"] = "checker exited non-zero after its result line"
@@ -208,7 +219,7 @@ class SyntheticBackend(Backend):
 
     def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
         # peers: modeled runs leave them out (there is no model of torch's or Liger's kernels)
-        from checker.check import roofline, summarize, ceilings_for
+        from checker.timing import roofline, summarize, ceilings_for
         with self._lock:
             self.jobs += 1
         job = Path(workdir).name

@@ -8,6 +8,11 @@ def _finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _text(x) -> str:
+    """A reason from a result's `error`, whatever type a broken result put there."""
+    return x if isinstance(x, str) else ("" if x is None else repr(x)[:2000])
+
+
 def decide(result: dict | None, min_gain: float = 0.02, sigma: float = 2.0,
            require_significance: bool = True) -> dict:
     """Promote only if the candidate is correct, its mean beats the champion's mean measured in
@@ -15,22 +20,26 @@ def decide(result: dict | None, min_gain: float = 0.02, sigma: float = 2.0,
         cand < champ * (1 - min_gain)  and  champ - cand > sigma * sqrt(sc^2/nc + sb^2/nb)
     Returns {verdict, promoted, reason, rule}; verdict in promoted|rejected|incorrect|failed."""
     rule = {"min_gain": min_gain, "sigma": sigma, "require_significance": require_significance}
-    if not result:
+    if not result or not isinstance(result, dict):
         return {"verdict": "failed", "promoted": False, "reason": "no result from the backend", "rule": rule}
     if result.get("correct") is False:
         return {"verdict": "incorrect", "promoted": False,
-                "reason": result.get("error") or "output does not match the reference", "rule": rule}
+                "reason": _text(result.get("error")) or "output does not match the reference", "rule": rule}
     if not result.get("ok"):
         return {"verdict": "failed", "promoted": False,
-                "reason": result.get("error") or f"failed at stage {result.get('stage', '?')}", "rule": rule}
+                "reason": _text(result.get("error")) or f"failed at stage {result.get('stage', '?')}", "rule": rule}
     cand, champ = result.get("candidate") or {}, result.get("champion") or {}
+    if not (isinstance(cand, dict) and isinstance(champ, dict)):
+        return {"verdict": "failed", "promoted": False,
+                "reason": "timing stats are not objects (malformed result)", "rule": rule}
     c, b = cand.get("mean_ms"), champ.get("mean_ms")
     if not (_finite(c) and _finite(b)) or c <= 0 or b <= 0:
         return {"verdict": "failed", "promoted": False,
                 "reason": f"timing missing or not finite (candidate {c}, champion {b})", "rule": rule}
     sc, sb = cand.get("std_ms"), champ.get("std_ms")
     nc, nb = cand.get("n") or 0, champ.get("n") or 0
-    if not (_finite(sc) and _finite(sb)) or nc < 2 or nb < 2:
+    if not (_finite(sc) and _finite(sb)) or not (_finite(nc) and _finite(nb)) or nc < 2 or nb < 2 \
+            or sc < 0 or sb < 0:
         return {"verdict": "failed", "promoted": False,
                 "reason": "timing has no spread or too few reps to judge significance", "rule": rule}
     gain = 1.0 - c / b

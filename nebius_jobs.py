@@ -43,7 +43,7 @@ from pathlib import Path
 from backends import Backend, failed_result, stage_job
 from nebius_batch import BATCH_MARKER, parse_batch_lines, stage_batch
 from nebius_settings import NebiusSettings, settings_from_env
-from resultline import MARKER, ResultLineError, parse_result_line, strip_ansi
+from resultline import MARKER, ResultLineError, parse_result_line, strip_ansi, validate_result
 
 MAX_INJECT_BYTES = 64 * 1024          # --inject-file limit (verified)
 CONTAINER_DIR = "/kernloop"           # absolute, as --inject-file requires
@@ -452,6 +452,10 @@ class NebiusBackend(Backend):
             why = problem or str(e)
             return self._fail(job, f"nebius: job {job.id} COMPLETED without a usable result line "
                                    f"({why}); log tail: {tail[-400:] or '(empty)'}", log_tail=tail)
+        problems = validate_result(res)
+        if problems:
+            return self._fail(job, f"nebius: job {job.id} printed a malformed result line: "
+                                   f"{'; '.join(problems[:5])}", log_tail=tail)
         res["backend"], res["synthetic"] = self.name, False
         meta = res.setdefault("backend_meta", {})
         meta.update(job.meta())

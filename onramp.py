@@ -183,7 +183,7 @@ def _checker_spec(d: Draft) -> dict:
 def _run_reference(d: Draft, sizes: dict, flops=False, perturb=False):
     import torch
 
-    from checker.check import make_inputs, reference_callable
+    from checker.validate import make_inputs, reference_callable
     cs = _checker_spec(d)
     dt = lambda n: torch.int64 if n.startswith("int") else torch.float32   # noqa: E731
     xs = make_inputs(torch, cs, sizes, torch.device("cpu"), dt, 1234)

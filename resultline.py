@@ -47,3 +47,48 @@ def parse_result_line(text: str) -> dict:
         # A candidate that prints its own fake result line must not win: refuse ambiguity.
         raise ResultLineError(f"{len(found)} KERNLOOP_RESULT lines in the output (expected exactly one)")
     return found[0]
+
+
+_STATS = ("mean_ms", "min_ms", "median_ms", "std_ms")
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def validate_result(obj) -> list[str]:
+    """Problems with a result line's shape and types, [] when it is usable. Pure: the
+    orchestrator turns a non-empty list into a failed iteration, never an exception."""
+    if not isinstance(obj, dict):
+        return [f"result is a {type(obj).__name__}, not a JSON object"]
+    bad = []
+    if not isinstance(obj.get("ok"), bool):
+        bad.append(f"ok must be true or false, got {obj.get('ok')!r}")
+    for key in ("stage", "error"):
+        if key in obj and obj[key] is not None and not isinstance(obj[key], str):
+            bad.append(f"{key} must be a string or null, got {type(obj[key]).__name__}")
+    if "correct" in obj and obj["correct"] is not None and not isinstance(obj["correct"], bool):
+        bad.append(f"correct must be true, false or null, got {obj['correct']!r}")
+    rel = obj.get("rel_l2", {})
+    if rel is not None and not (isinstance(rel, dict) and all(v is None or _num(v) for v in rel.values())):
+        bad.append("rel_l2 must map shape labels to numbers")
+    for side in ("candidate", "champion"):
+        st = obj.get(side)
+        if st is None:
+            continue
+        if not isinstance(st, dict):
+            bad.append(f"{side} must be an object of timing stats, got {type(st).__name__}")
+            continue
+        for k in _STATS:
+            v = st.get(k)
+            if v is not None and not _num(v):
+                bad.append(f"{side}.{k} must be a number, got {type(v).__name__}")
+            elif _num(v) and (v < 0 or v != v or v in (float("inf"), float("-inf"))):
+                bad.append(f"{side}.{k} must be finite and >= 0, got {v!r}")
+        n = st.get("n")
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+            bad.append(f"{side}.n must be a non-negative integer, got {n!r}")
+    for key in ("roofline", "phase_s", "containment", "backend_meta"):
+        if obj.get(key) is not None and not isinstance(obj[key], dict):
+            bad.append(f"{key} must be an object, got {type(obj[key]).__name__}")
+    return bad

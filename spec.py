@@ -22,7 +22,7 @@ NEBIUS_KEYS = {"image", "platform", "preset", "parent_id", "subnet_id", "job_tim
 # The keys each nested mapping accepts: a typo below the top level is an error too.
 INPUT_KEYS = {"name", "shape", "dtype", "dist", "scale", "low", "high"}
 OUTPUT_KEYS = {"shape", "dtype"}
-TOLERANCE_KEYS = {"rel_l2"}
+TOLERANCE_KEYS = {"rel_l2", "floor_multiple"}
 COST_KEYS = {"flops", "bytes"}
 TIMING_KEYS = {"warmup", "reps"}
 LOOP_KEYS = {"iterations", "min_gain", "research_after", "patience", "sigma", "parallel"}
@@ -87,6 +87,7 @@ class Spec:
     search_space: dict = field(default_factory=dict)
     compare: dict = field(default_factory=dict)   # label -> torch expression a user would pick
     nebius: dict = field(default_factory=dict)    # per-spec Nebius job settings (env wins)
+    floor_multiple: float = 3.0   # a 16-bit output may be this many times its rounding floor off
     reference_source: str | None = None   # `reference: file.py:fn`: the file's text (sent to the checker)
     reference_fn: str | None = None
 
@@ -109,7 +110,7 @@ class Spec:
         """The resolved spec the checker reads (plain JSON, no paths)."""
         d = {k: getattr(self, k) for k in ("name", "entry", "dtype", "check_dtype", "inputs", "output",
                                              "reference", "tolerance", "shapes", "check_shapes", "cost", "timing",
-                                             "reference_source", "reference_fn", "compare")}
+                                             "reference_source", "reference_fn", "compare", "floor_multiple")}
         flops, nbytes = self.cost_of(self.shapes[0])
         d["cost_timed"] = {"flops": flops, "bytes": nbytes}   # the checker evaluates no formulas
         return json.loads(json.dumps(d))
@@ -271,8 +272,13 @@ def _load(path: Path) -> Spec:
                 raise SpecError(path, f"inputs[{i}].{k}", f"symbol {inp[k]!r} is not used by any input")
 
     tol = raw.get("tolerance")
+    floor_multiple = 3.0
     if isinstance(tol, dict):
         _known(tol, TOLERANCE_KEYS, path, "tolerance")
+        floor_multiple = tol.get("floor_multiple", floor_multiple)
+        if not isinstance(floor_multiple, (int, float)) or isinstance(floor_multiple, bool) \
+                or not floor_multiple >= 1:
+            raise SpecError(path, "tolerance.floor_multiple", f"must be a number >= 1, got {floor_multiple!r}")
         tol = tol.get("rel_l2")
     if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not (0 < tol < 1):
         raise SpecError(path, "tolerance", f"must be a rel-L2 number in (0, 1), got {tol!r}")
@@ -349,7 +355,8 @@ def _load(path: Path) -> Spec:
                 inputs=[_input_entry(i, dtype) for i in inputs],
                 output={"shape": list(oshape), "dtype": output.get("dtype", dtype)},
                 reference=reference, tolerance=float(tol), shapes=shapes, check_shapes=check_shapes,
-                cost=dict(cost), timing=timing, loop=loop, model=model, search_space=space)
+                cost=dict(cost), timing=timing, loop=loop, model=model, search_space=space,
+                floor_multiple=float(floor_multiple))
 
 
 

@@ -35,8 +35,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from checker.check import (SETTLE_US, Flusher, aten_recorder, load_module,  # noqa: E402
-                           make_inputs, summarize, time_ab)
+from bench.inprocess import load_module, time_ab  # noqa: E402
+from checker.contain import aten_recorder  # noqa: E402
+from checker.timing import SETTLE_US, Flusher, summarize  # noqa: E402
+from checker.validate import make_inputs  # noqa: E402
 from decision import decide  # noqa: E402
 from spec import load_spec  # noqa: E402
 

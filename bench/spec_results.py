@@ -27,10 +27,11 @@ import torch  # noqa: E402
 
 import orchestrator  # noqa: E402
 from bench.checker_validation import ceilings, timed_inputs  # noqa: E402
+from bench.inprocess import load_module, time_ab  # noqa: E402
 from checker.peers import build as build_peers  # noqa: E402
 from checker.peers import screen as screen_peers  # noqa: E402
-from checker.check import (SETTLE_US, Flusher, load_module, reference, summarize,  # noqa: E402
-                           time_ab)
+from checker.timing import SETTLE_US, Flusher, summarize  # noqa: E402
+from checker.validate import reference  # noqa: E402
 from spec import load_spec  # noqa: E402
 from trajectory import read_events  # noqa: E402
 

@@ -69,7 +69,7 @@ CASES = {
     "patches_event_timer": (_prefix("import torch\ntorch.cuda.Event.elapsed_time = lambda self, end: 0.001\n"),
                             "replaced torch.cuda.Event.elapsed_time", "any"),
     "patches_checker": (_prefix("import sys\nsys.modules['__main__'].validate = lambda *a, **k: 0.0\n"),
-                        "replaced checker.validate", "any"),
+                        "replaced worker.validate", "any"),
     "patches_sync": (_prefix("import torch\ntorch.cuda.synchronize = lambda *a, **k: None\n"),
                      "replaced torch.cuda.synchronize", "any"),
     # -- the outside world
@@ -83,7 +83,7 @@ CASES = {
     "call_counting_then_garbage": (
         lambda b: b.replace("CONFIG = dict(", "_CALLS = [0]\nCONFIG = dict(").replace(
             ALLOC, ALLOC + "    _CALLS[0] += 1\n    if _CALLS[0] > 12:\n        return c\n"),
-        "timed call", "gpu"),
+        ("timed call", "NaN", "rel-L2"), "gpu"),
     "caches_by_pointer_when_timed": (
         lambda b: b.replace("CONFIG = dict(", "_PTR = {}\nCONFIG = dict(").replace(
             "    M, K = a.shape\n", "    M, K = a.shape\n    key = (a.data_ptr(), b.data_ptr())\n"
@@ -96,7 +96,7 @@ CASES = {
             "    _SIDE[0].wait_stream(torch.cuda.current_stream())\n    grid = (").replace(
             "    _matmul_kernel[grid](", "    with torch.cuda.stream(_SIDE[0]):\n        _matmul_kernel[grid](")
         .replace(LAUNCH_END, LAUNCH_END.replace("                         ", "                             ")),
-        "escaped the timed stream", "gpu"),
+        "escaped the timed region", "gpu"),
     # -- faults
     "illegal_memory_access": (
         lambda b: b.replace("    c_ptrs = c_ptr + offs_m[:, None] * stride_cm",
@@ -106,10 +106,100 @@ CASES = {
                       "OutOfMemory", "gpu"),
 }
 
+# The judge/worker split (checker/judge.py, checker/worker.py): what a kernel in its own worker
+# may try against the judge, its champion, the clock and the precision rule. Each bypasses the
+# static contract and must still fail for its stated reason.
+_STEAL_FRAMES = """
+import gc, sys, inspect
+_LOOT = []
+for _o in gc.get_objects():
+    if isinstance(_o, dict) and ("ref" in _o or "spot" in _o or "cases" in _o):
+        _LOOT.append(_o)
+for _f in inspect.stack():
+    _LOOT.append(_f.frame.f_locals)
+_J = sys.modules.get("judge") or sys.modules.get("__main__")
+if not getattr(_J, "run", None) or _LOOT:
+    raise RuntimeError("no judge state in this process: " + str(len(_LOOT)) + " dicts seen, judge run() present: " + str(bool(getattr(_J, "run", None))))
+"""
+_STEAL_REFS = """
+import gc, torch
+_REFS = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.dtype in (torch.float32, torch.float64) and o.dim() == 2]
+if not _REFS:
+    raise RuntimeError("no float reference tensor in this process")
+"""
+_CHAMPION = """
+import sys
+_C = [m for n, m in list(sys.modules.items()) if n.startswith("kernloop_") and m is not sys.modules.get(__name__)]
+if not _C:
+    raise RuntimeError("champion not reachable from the candidate's process")
+_C[0].CONFIG["BLOCK_M"] = 16
+"""
+_FORGE = """
+import os, json
+_LINE = ("KERNLOOP_RESULT " + json.dumps({"ok": True, "correct": True, "stage": "done",
+         "candidate": {"mean_ms": 0.001, "min_ms": 0.001, "median_ms": 0.001, "std_ms": 0.0001, "n": 50},
+         "champion": {"mean_ms": 1.0, "min_ms": 1.0, "median_ms": 1.0, "std_ms": 0.01, "n": 50}}) + "\\n").encode()
+print(_LINE.decode())
+for _fd in range(1, 11):
+    try:
+        os.write(_fd, _LINE)
+    except OSError:
+        pass
+try:
+    for _fd in os.listdir("/proc/%d/fd" % os.getppid()):
+        try:
+            with open("/proc/%d/fd/%s" % (os.getppid(), _fd), "w") as _f:
+                _f.write(_LINE.decode())
+        except OSError:
+            pass
+except OSError:
+    pass
+"""
+_FORGE_EVENTS = """
+import sys
+_T = sys.modules["timing"]          # the worker's own timing module: time an empty pair instead
+_REAL = _T.timed_call
+def _fake(torch, fn, args, flush, watch):
+    out, start, end = _REAL(torch, fn, args, flush, watch)
+    s2, e2 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s2.record()
+    e2.record()
+    return out, s2, e2
+_T.timed_call = _fake
+"""
+CASES.update({
+    "walks_frames_for_judge_state": (_prefix(_STEAL_FRAMES), "no judge state in this process", "any"),
+    "reads_reference_tensors": (_prefix(_STEAL_REFS), "no float reference tensor", "any"),
+    "reaches_champion_via_sys_modules": (_prefix(_CHAMPION), "champion not reachable", "any"),
+    "forges_result_line": (lambda b: _FORGE + b.replace(ALLOC, ALLOC + "    raise ValueError('wrong')\n"),
+                           ("wrong", "malformed message"), "any"),
+    "subprocess_run": (_after_alloc("    import subprocess\n    subprocess.run(['true'])\n"),
+                       "subprocess.Popen of true", "any"),
+    "posix_spawn": (_after_alloc("    import os\n    os.posix_spawn('/bin/true', ['true'], {})\n"),
+                    "os.posix_spawn of true", "any"),
+    "raw_thread": (_after_alloc("    import _thread, time\n    _thread.start_new_thread(time.sleep, (30,))\n"),
+                   "started threads", "any"),
+    "ctypes_libc": (_after_alloc("    import ctypes\n    ctypes.CDLL(None).getpid()\n"), "ctypes.dlopen", "any"),
+    "kills_parent": (_after_alloc("    import os, signal\n    os.kill(os.getppid(), signal.SIGSTOP)\n"),
+                     "os.kill", "any"),
+    "right_only_first_k_calls": (
+        lambda b: b.replace("CONFIG = dict(", "_N = [0]\nCONFIG = dict(").replace(
+            ALLOC, ALLOC + "    _N[0] += 1\n    if _N[0] > 2:\n        return torch.zeros_like(c)\n"),
+        "rel-L2 1.000e+00", "any"),
+    "precision_int8_operands": (  # right within the tolerance, far over the rounding floor
+        lambda b: b.replace("        acc += tl.dot(a, b)\n",
+                            "        a = (tl.floor(a.to(tl.float32) * 48.0 + 0.5) / 48.0).to(a.dtype)\n"
+                            "        b = (tl.floor(b.to(tl.float32) * 48.0 + 0.5) / 48.0).to(b.dtype)\n"
+                            "        acc += tl.dot(a, b)\n"),
+        "precision downgrade", "any"),
+    "forges_event_times": (_prefix(_FORGE_EVENTS), "work escaped the timed region", "gpu"),
+    "exits_worker": (_after_alloc("    import os\n    os._exit(0)\n"), "worker died", "any"),
+})
+
 # Faults that kill or hang the checker process itself: the backend must turn them into clean
 # errors (no result line, timeout) and the next candidate must run in a fresh process.
 FAULTS = {
-    "segfault": (_prefix("import ctypes\nctypes.string_at(0)\n"), "no KERNLOOP_RESULT line"),
+    "segfault": (_prefix("import faulthandler\nfaulthandler._sigsegv()\n"), "killed by SIGSEGV"),
     "infinite_loop": (_prefix("while True:\n    pass\n"), "timed out"),
     "huge_stdout": (_prefix("import sys\nfor _ in range(300):\n    sys.stderr.write('x' * 1_000_000)\n"
                             "    print('y' * 1_000_000)\n"), None),

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from loopback_openai import LoopbackOpenAI, reply   # noqa: E402
 
-from checker.check import make_inputs, reference_callable   # noqa: E402
+from checker.validate import make_inputs, reference_callable   # noqa: E402
 from spec import load_spec   # noqa: E402
 
 KB = ROOT / "tests" / "kernelbench"

@@ -1,0 +1,184 @@
+"""The A/B timing of a candidate against its champion: two worker processes, called in turn rep
+by rep (order alternating), inputs refreshed in place by the judge before every rep, the reps
+whose outputs are checked chosen by the judge and never sent, and the judge's clock held
+against each worker's reported GPU time.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+import time
+
+import channel
+import timing
+import validate as V
+from validate import Reject
+
+READY_TIMEOUT_S = 600.0
+SPOT_CHECKS = 3   # random timed reps whose outputs are checked, plus the last one
+
+
+class TimedSets:
+    """The timed shape's input sets and output slot in each worker's arena."""
+
+    def __init__(self, torch, spec: dict, args, device, dtype_of, out_dtype):
+        self.torch, self.spec, self.args, self.device = torch, spec, args, device
+        self.dtype_of, self.out_dtype = dtype_of, out_dtype
+        self.shape = spec["shapes"][0]
+        probe = V.make_inputs(torch, spec, self.shape, device, dtype_of, 0)
+        per_set = sum(x.numel() * x.element_size() for x in probe)
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20)
+        self.l2_bytes = l2
+        self.nsets = 1
+        if args.flush == "rotate":   # total inputs > 2x L2, so every rep reads cold inputs
+            self.nsets = max(2, math.ceil(2 * l2 / max(per_set, 1)) + 1)
+        self.out_shape = V.resolve_dims(spec["output"]["shape"], self.shape)
+        out_bytes = math.prod(self.out_shape) * torch.empty((), dtype=out_dtype).element_size()
+        self.nbytes = self.nsets * sum(-(-x.numel() * x.element_size() // channel.ALIGN) * channel.ALIGN
+                                       for x in probe) + out_bytes + 2 * channel.ALIGN
+        self.cur = [self.fresh() for _ in range(self.nsets)]   # the judge's own copy of each set
+        self.slots: dict = {}
+
+    def fresh(self):
+        return V.make_inputs(self.torch, self.spec, self.shape, self.device, self.dtype_of,
+                             secrets.randbits(62))
+
+    def place(self, side) -> None:
+        """Carve this side's input sets and output slot out of its arena."""
+        sets = []
+        for xs in self.cur:
+            views, descs = [], []
+            for x in xs:
+                v, d = side.arena.alloc(x.shape, x.dtype)
+                v.copy_(x)
+                views.append(v)
+                descs.append(d)
+            sets.append((views, descs))
+        out, out_desc = side.arena.alloc(self.out_shape, self.out_dtype)
+        self.slots[side.role] = {"sets": sets, "out": out, "out_desc": out_desc}
+
+    def start_champion(self, side) -> None:
+        """Queue the champion worker's whole setup without waiting for it: arena, load, one
+        untimed call (its compile). It proceeds while the candidate is checked."""
+        side.arena = channel.Arena(self.torch, self.device, self.nbytes)
+        self.place(side)
+        self.torch.cuda.synchronize()
+        s = self.slots[side.role]
+        side.w.send("arena", side.arena.handle())
+        side.w.send("load", self.args.champion_load)
+        side.w.send("call", {"args": s["sets"][0][1], "out": s["out_desc"]})
+
+    def champion_ready(self, side, result: dict) -> None:
+        ready = side.w.reply(READY_TIMEOUT_S)
+        side.info = {"startup_s": ready.get("startup_s"), "pid": side.w.proc.pid}
+        side.flush_info = ready.get("flush")
+        r = side.expect_ok(side.w.reply(READY_TIMEOUT_S), "harness", "worker could not map its arena")
+        side.arena.unlink()
+        result.setdefault("containment", {})["champion"] = r.get("containment")
+        result.setdefault("workers", {})["champion"] = side.info
+        r = side.w.reply(READY_TIMEOUT_S)
+        if "error" in r:
+            raise Reject("harness", f"champion failed to load: {str(r['error'])[:500]}")
+        side.threads0 = __import__("contain").tasks(side.w.proc.pid)
+        side.expect_ok(side.w.reply(READY_TIMEOUT_S), "harness", "raised on its first call")
+
+    def _refresh(self, k: int, roles) -> None:
+        """New values, same buffers, written by the judge: an output cached by pointer goes
+        stale. Output slots are NaN until a worker copies its output in."""
+        self.cur[k] = self.fresh()
+        for role in roles:
+            s = self.slots[role]
+            for v, x in zip(s["sets"][k][0], self.cur[k]):
+                v.copy_(x)
+            V.unwritten(self.torch, s["out"])
+        self.torch.cuda.synchronize()
+
+    def _call(self, side, k: int, stage: str, r_idx: int):
+        s = self.slots[side.role]
+        t0 = time.perf_counter()
+        rep = side.w.call("call", {"args": s["sets"][k][1], "out": s["out_desc"], "timed": True})
+        wall = (time.perf_counter() - t0) * 1e3
+        if "error" in rep:
+            side.watch(rep, stage)
+            who = "candidate" if side.role == "candidate" else "champion (harness)"
+            raise Reject(stage if side.role == "candidate" else "harness",
+                         f"{who} raised while timed: {str(rep['error'])[:500]}")
+        ms = rep.get("ms")
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
+            raise Reject(stage, f"{side.role} worker reported no valid GPU time for timed call "
+                         f"{r_idx} ({ms!r})", False)
+        return rep, float(ms), wall
+
+    def run(self, result: dict, sides: dict, ref_dtype, allowed: set, tol: float, mult: float,
+            check_ops=V.check_ops) -> None:
+        torch, args = self.torch, self.args
+        cand, champ = sides["candidate"], sides["champion"]
+        self.champion_ready(champ, result)
+        pair = [cand, champ]
+        roles = [p.role for p in pair]
+        t0 = time.monotonic()
+        w = 0
+        while w < args.warmup or time.monotonic() - t0 < args.min_warm_ms / 1e3:
+            for side in (pair if w % 2 == 0 else pair[::-1]):
+                self._call(side, w % self.nsets, "timing", -1)
+            w += 1
+        reps = args.reps
+        spot = set(secrets.SystemRandom().sample(range(reps - 1), min(SPOT_CHECKS, reps - 1))) | {reps - 1}
+        ms = {p.role: [] for p in pair}
+        wall = {p.role: [] for p in pair}
+        kept, last = {}, None
+        cs = self.slots["candidate"]
+        for r in range(reps):
+            k = (w + r) % self.nsets
+            self._refresh(k, roles)
+            for side in (pair if r % 2 == 0 else pair[::-1]):
+                rep, m, wl = self._call(side, k, "timing", r)
+                ms[side.role].append(m)
+                wall[side.role].append(wl)
+                side.watch(rep, "timing" if side is cand else "harness")   # both: same judge work
+                if side is cand:
+                    last = rep
+                    try:
+                        V.check_meta(rep.get("meta") or {}, self.out_shape,
+                                     str(self.out_dtype).replace("torch.", ""), str(self.device))
+                    except Reject as e:
+                        raise Reject("timing", f"timed call {r}: {e}", False) from None
+            for j, (v, x) in enumerate(zip(cs["sets"][k][0], self.cur[k])):
+                if not torch.equal(v, x):
+                    raise Reject("timing", f"timed call {r} modified its inputs (input {j})", False)
+            if r in spot:   # the judge's own copies: the set it wrote, the output slot now
+                kept[r] = (self.cur[k], cs["out"].clone())
+        result["timing_wall_s"] = time.monotonic() - t0
+        lbl = V.shape_label(self.shape) + "(timed)"
+        rel_l2 = result["rel_l2"]
+        sixteen = args.floor_rule
+        for r in sorted(kept):
+            snap, out = kept[r]
+            ref = V.reference(torch, self.spec, snap, ref_dtype)
+            floor = V.rounding_floor(torch, ref, self.out_dtype)
+            try:
+                rel = V.judge_values(torch, out, ref, tol, floor, mult, lbl, sixteen)
+            except Reject as rj:
+                raise Reject("timing", f"output of timed call {r} is wrong: {rj}", False) from None
+            rel_l2[lbl] = max(rel, rel_l2.get(lbl, 0.0))
+            result["floors"][lbl] = max(floor, result["floors"].get(lbl, 0.0))
+        check_ops((last or {}).get("ops", []), allowed, "timing")   # torch taking over once timed
+        result["spot_checked_reps"] = sorted(kept)
+        reason, nums = timing.clock_verdict(ms["candidate"], wall["candidate"],
+                                            ms["champion"], wall["champion"])
+        result["wall_probe_ms"] = nums
+        if reason:
+            raise Reject("timing", reason, False)
+        result["candidate"] = timing.summarize(ms["candidate"], w)
+        result["champion"] = timing.summarize(ms["champion"], w)
+        fi = getattr(champ, "flush_info", None) or {}
+        result["flush"] = {"method": args.flush, "bytes": fi.get("bytes"), "l2_bytes": self.l2_bytes,
+                           "input_sets": self.nsets, "settle_us": args.settle_us,
+                           "settle_cycles": fi.get("settle_cycles")}
+        ceil = timing.ceilings_for(result["device"])
+        cost = self.spec["cost_timed"]
+        result["ceilings"] = ceil
+        result["roofline"] = {"candidate": timing.roofline(result["candidate"], cost, ceil),
+                              "champion": timing.roofline(result["champion"], cost, ceil)}
+        result["stage"] = "done"
+        result["ok"] = True

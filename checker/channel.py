@@ -1,0 +1,171 @@
+"""Transport between the judge and one worker: the worker process, its request pipe, and the
+arena of tensors they share (CUDA IPC on the GPU, a shared file mapping on the CPU).
+
+Judge -> worker messages are pickled (the judge is trusted; a CUDA tensor travels as an IPC
+handle through torch's reductions). Worker -> judge replies are JSON bytes only: the judge never
+unpickles anything a worker sends, so a hostile worker cannot run code in the judge.
+Leaf module (stdlib; torch is passed in or imported lazily).
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection, Pipe
+
+ALIGN = 1024          # offsets of arena slots: at least the CUDA allocator's own alignment
+MAX_REPLY = 4 << 20   # bytes; a longer reply is a broken worker
+
+
+class WorkerGone(Exception):
+    """The worker died, closed its pipe, sent garbage, or did not answer in time."""
+
+
+def shm_dir() -> str | None:
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+class Arena:
+    """One block of memory the judge allocates and a single worker also maps. The judge carves
+    inputs and output slots out of it; everything else the judge keeps stays outside."""
+
+    def __init__(self, torch, device, nbytes: int):
+        self.torch, self.device = torch, device
+        self.nbytes = max(int(nbytes), ALIGN)
+        self.used, self.path, self.mm = 0, None, None
+        if device.type == "cuda":
+            self.base = torch.empty(self.nbytes, dtype=torch.uint8, device=device)
+        else:
+            fd, self.path = tempfile.mkstemp(prefix="kernloop-arena-", dir=shm_dir())
+            try:
+                os.ftruncate(fd, self.nbytes)
+                self.mm = mmap.mmap(fd, self.nbytes)
+            finally:
+                os.close(fd)
+            self.base = torch.frombuffer(self.mm, dtype=torch.uint8)
+
+    def alloc(self, shape, dtype):
+        """(tensor view, descriptor the worker resolves to the same memory)."""
+        n = 1
+        for d in shape:
+            n *= int(d)
+        nbytes = max(n, 1) * self.torch.empty((), dtype=dtype).element_size()
+        off = -(-self.used // ALIGN) * ALIGN
+        if off + nbytes > self.nbytes:
+            raise MemoryError(f"arena of {self.nbytes} bytes is full")
+        self.used = off + nbytes
+        t = self.base[off:off + nbytes].view(dtype)[:n].view(tuple(int(d) for d in shape))
+        return t, (off, tuple(int(d) for d in shape), str(dtype).replace("torch.", ""))
+
+    def handle(self):
+        return ("cuda", self.base) if self.path is None else ("file", self.path, self.nbytes)
+
+    def unlink(self) -> None:
+        """Once the worker has mapped it, the file needs no name (nothing else can open it)."""
+        if self.path:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+def attach(torch, handle):
+    """Worker side: the arena's base tensor from the judge's handle."""
+    if handle[0] == "cuda":
+        return handle[1]
+    _, path, nbytes = handle
+    with open(path, "r+b") as f:
+        mm = mmap.mmap(f.fileno(), nbytes)
+    return torch.frombuffer(mm, dtype=torch.uint8)
+
+
+def view(torch, base, desc):
+    off, shape, dtype = desc
+    dt = getattr(torch, dtype)
+    n = 1
+    for d in shape:
+        n *= d
+    nbytes = max(n, 1) * torch.empty((), dtype=dt).element_size()
+    return base[off:off + nbytes].view(dt)[:n].view(tuple(shape))
+
+
+def send_reply(conn: Connection, obj: dict) -> None:
+    conn.send_bytes(json.dumps(obj, default=str).encode())
+
+
+class WorkerProc:
+    """The judge's handle on one worker process: spawn, request, reply, kill."""
+
+    def __init__(self, role: str, script: str, env: dict, extra: list[str] = ()):
+        self.role = role
+        self.conn, child = Pipe(duplex=True)
+        fd = child.fileno()
+        self.t0 = time.monotonic()
+        # close_fds (the default) closes every descriptor but 0-2 and the pipe: the judge's
+        # result descriptor never reaches a worker; its stdout is the judge's stderr.
+        self.proc = subprocess.Popen([sys.executable, script, "--role", role, "--fd", str(fd),
+                                      *extra],
+                                     pass_fds=(fd,), stdin=subprocess.DEVNULL,
+                                     stdout=sys.stderr.fileno(), env=env, close_fds=True)
+        child.close()
+        self.pending = 0
+        self.ready: dict | None = None
+
+    def send(self, op: str, payload=None) -> None:
+        try:
+            self.conn.send((op, payload))
+        except (OSError, EOFError) as e:
+            raise WorkerGone(f"{self.role} worker is gone ({self.why_dead() or e})") from None
+        self.pending += 1
+
+    def reply(self, timeout: float | None = None) -> dict:
+        """The next reply, as a JSON object; WorkerGone on death, garbage or timeout."""
+        try:
+            if timeout is not None and not self.conn.poll(timeout):
+                raise WorkerGone(f"{self.role} worker did not answer within {timeout:g} s")
+            raw = self.conn.recv_bytes(MAX_REPLY)
+        except (EOFError, OSError) as e:
+            time.sleep(0.05)
+            dead = self.why_dead()
+            if dead is None and isinstance(e, OSError):   # alive, but its pipe holds no message
+                raise WorkerGone(f"{self.role} worker sent a malformed message on its pipe ({e})") from None
+            raise WorkerGone(f"{self.role} worker died ({dead or type(e).__name__})") from None
+        self.pending -= 1
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise WorkerGone(f"{self.role} worker sent a reply that is not JSON") from None
+        if not isinstance(obj, dict):
+            raise WorkerGone(f"{self.role} worker sent a reply that is not a JSON object")
+        return obj
+
+    def call(self, op: str, payload=None, timeout: float | None = None) -> dict:
+        self.send(op, payload)
+        return self.reply(timeout)
+
+    def why_dead(self) -> str | None:
+        rc = self.proc.poll()
+        if rc is None:
+            return None
+        if rc < 0:
+            try:
+                return f"killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"killed by signal {-rc}"
+        return f"exit code {rc}"
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.conn.close()

@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""KernLoop judge: correctness and timing of one candidate against the champion, each kernel
+file imported only in its own worker process (checker/worker.py).
+
+The judge owns the spec, the seeds, the inputs (allocated here, shared with a worker through its
+arena), the float references, the rounding floors, which timed reps are checked (decided here,
+never sent ahead), the statistics, its own clock, and the one `KERNLOOP_RESULT {json}` line it
+prints on stdout whatever happens. Exit status 0 means the line was written (pass or fail).
+
+  python checker/judge.py --spec spec.json (--candidate cand.py | --candidate-torch)
+         (--champion champ.py | --champion-torch)
+         [--mode gpu|interpret] [--no-timing] [--flush read|rotate|zero|none] [--draws 3]
+         [--warmup N] [--reps N] [--min-warm-ms 50] [--settle-us 200] [--no-prewarm]
+         [--profile] [--backend NAME] [--synthetic] [--peers] [--profile-kernel]
+
+--peers and --profile-kernel (GPU; checker/sight.py and its modules staged beside this file) add
+the spec's peers timed beside the candidate, and the candidate's profile, to the result line;
+the peers run in the judge, the candidate's calls and profile in its worker.
+
+--mode interpret runs the Triton interpreter on the CPU, on the spec's check_shapes, with bf16
+replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), and never times.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import secrets
+import statistics
+import sys
+import time
+import traceback
+
+T0 = time.monotonic()
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import channel  # noqa: E402  (flat siblings: this folder is what a Nebius job holds)
+import contain  # noqa: E402
+import timing  # noqa: E402
+import validate as V  # noqa: E402
+from validate import Reject  # noqa: E402
+
+MARKER = "KERNLOOP_RESULT "
+WORKER = os.path.join(HERE, "worker.py")
+READY_TIMEOUT_S = 600.0
+
+
+def _phase(result: dict, name: str) -> None:
+    """Seconds since the judge started, at the start of each phase (where the time goes)."""
+    result.setdefault("phase_s", {})[name] = round(time.monotonic() - T0, 3)
+
+
+def worker_cmd_extra(args, interpret: bool) -> list[str]:
+    return (["--interpret"] if interpret else []) + ["--flush", args.flush,
+                                                    "--settle-us", str(args.settle_us)]
+
+
+class Side:
+    """One worker as the judge sees it: its process, its arena, what the OS shows of it."""
+
+    def __init__(self, role: str, args, interpret: bool):
+        env = dict(os.environ)
+        if interpret:
+            env["TRITON_INTERPRET"] = "1"
+        self.role = role
+        self.w = channel.WorkerProc(role, WORKER, env, worker_cmd_extra(args, interpret))
+        self.arena = None
+        self.threads0: dict | None = None
+        self.info: dict = {}
+        self.torch_side = bool(getattr(args, f"{role}_torch", False))   # the spec's own code
+
+    def expect_ok(self, r: dict, stage: str, what: str) -> dict:
+        self.watch(r, stage)
+        if "error" in r:
+            raise Reject(stage, f"{self.role} {what}: {str(r['error'])[:600]}")
+        return r
+
+    def watch(self, r: dict, stage: str) -> None:
+        """What the worker reports (audit, replaced functions) and what the OS shows the judge
+        (threads and child processes of the worker, read from /proc/<pid>)."""
+        for key in ("audit", "guards", "ops"):
+            v = r.get(key, [])
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise Reject(stage, f"{self.role} worker sent a malformed reply ({key})", False)
+        if r.get("audit"):
+            raise Reject(stage, f"{self.role} attempted {', '.join(r['audit'])}", False)
+        if r.get("guards"):
+            raise Reject("integrity", f"{self.role} replaced {', '.join(r['guards'][:8])}", False)
+        pid = self.w.proc.pid
+        if self.threads0 is not None and not self.torch_side:   # torch's own libraries may start threads
+            new = {t: n for t, n in contain.tasks(pid).items() if t not in self.threads0}
+            if new:
+                raise Reject(stage, f"{self.role} started threads: {len(new)} more in "
+                             f"/proc/{pid}/task ({', '.join(sorted(set(new.values())))})", False)
+        kids = contain.live_children(pid)
+        if kids:
+            raise Reject(stage, f"{self.role} started processes still alive: {kids}", False)
+
+
+def arena_bytes(tensors_shapes) -> int:
+    return sum(-(-n // channel.ALIGN) * channel.ALIGN for n in tensors_shapes) + channel.ALIGN
+
+
+def share(torch, arena, xs):
+    """Copy judge tensors into fresh arena slots; return (views, descriptors)."""
+    views, descs = [], []
+    for x in xs:
+        v, d = arena.alloc(x.shape, x.dtype)
+        v.copy_(x)
+        views.append(v)
+        descs.append(d)
+    return views, descs
+
+
+def run(args, spec: dict, result: dict, sides: dict) -> None:
+    interpret = args.mode == "interpret"
+    timing_on = not interpret and not args.no_timing
+    # Workers first: their torch import and CUDA context overlap the judge's own, and its
+    # references.
+    _phase(result, "spawn")
+    sides["candidate"] = Side("candidate", args, interpret)
+    if timing_on:
+        sides["champion"] = Side("champion", args, interpret)
+    cand = sides["candidate"]
+    _phase(result, "import")
+    import torch
+    if not interpret:
+        import torch.multiprocessing  # noqa: F401 - CUDA tensors travel as IPC handles
+    _phase(result, "references")
+    result["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
+                          "triton": _triton_version()}
+    tol = float(spec["tolerance"])
+    mult = float(spec.get("floor_multiple") or V.FLOOR_MULTIPLE)
+    result.update(tolerance=tol, floor_multiple=mult)
+    if interpret:
+        device = torch.device("cpu")
+        result["device"] = f"CPU ({platform.machine()}), Triton interpreter"
+        sub = spec.get("check_dtype") or "float16"
+        dtype_of = lambda n: V.torch_dtype(torch, sub if n == "bfloat16" else n)  # noqa: E731
+        shapes, ref_dtype = spec["check_shapes"], torch.float64
+        result["check_dtype"] = sub
+    else:
+        if not torch.cuda.is_available():
+            raise Reject("harness", "no CUDA device visible (use --mode interpret on a CPU)")
+        device = torch.device("cuda", torch.cuda.current_device())
+        result["device"] = torch.cuda.get_device_name(device)
+        dtype_of = lambda n: V.torch_dtype(torch, n)  # noqa: E731
+        shapes, ref_dtype = spec["shapes"], torch.float32
+    out_dtype = dtype_of(spec["output"].get("dtype", spec["dtype"]))
+    out_name = str(out_dtype).replace("torch.", "")
+    # The floor rule is for kernel files; a torch side is what torch itself gives.
+    sixteen = V.is_16bit(torch, out_dtype) and not args.candidate_torch
+    args.floor_rule = sixteen
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    cases = []
+    for shape in shapes:
+        for _ in range(args.draws):
+            seed = secrets.randbits(62)
+            inputs = V.make_inputs(torch, spec, shape, device, dtype_of, seed)
+            ref = V.reference(torch, spec, inputs, ref_dtype)
+            cases.append({"shape": shape, "seed": seed, "inputs": inputs, "ref": ref,
+                          "label": V.shape_label(shape),
+                          "out_shape": V.resolve_dims(spec["output"]["shape"], shape),
+                          "floor": V.rounding_floor(torch, ref, out_dtype)})
+    out_size = torch.empty((), dtype=out_dtype).element_size()
+    size = arena_bytes([x.numel() * x.element_size() for c in cases for x in c["inputs"]]
+                       + [math.prod(c["out_shape"]) * out_size for c in cases])
+    timed = None
+    if timing_on:   # the champion's setup is queued now and proceeds while the candidate is checked
+        import ab
+        args.champion_load = load_payload(spec, args.champion, args.champion_torch, out_name)
+        timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype)
+        size += timed.nbytes
+        timed.start_champion(sides["champion"])
+    cand.arena = channel.Arena(torch, device, size)
+    for c in cases:
+        c["views"], c["descs"] = share(torch, cand.arena, c["inputs"])
+        c["out"], c["out_desc"] = cand.arena.alloc(c["out_shape"], out_dtype)
+    if timed is not None:
+        timed.place(cand)
+    sync()
+    result["floors"] = {}
+    for c in cases:
+        result["floors"][c["label"]] = max(c["floor"], result["floors"].get(c["label"], 0.0))
+
+    _phase(result, "workers_ready")
+    ready = cand.w.reply(READY_TIMEOUT_S)
+    cand.info = {"startup_s": ready.get("startup_s"), "pid": cand.w.proc.pid}
+    r = cand.expect_ok(cand.w.call("arena", cand.arena.handle()), "harness", "worker could not map its arena")
+    cand.arena.unlink()
+    result["containment"] = {"judge": {"undumpable": result.pop("_undumpable", None)},
+                             "candidate": r.get("containment")}
+    result["workers"] = {"candidate": cand.info}
+    result["stage"] = "load"
+    _phase(result, "load")
+    cand.threads0 = contain.tasks(cand.w.proc.pid)
+    r = cand.w.call("load", load_payload(spec, args.candidate, args.candidate_torch, out_name))
+    cand.watch(r, "load")
+    if "error" in r:
+        raise Reject("load", f"candidate failed to load: {str(r['error'])[:600]}")
+
+    # Correctness on every shape, several fresh draws each.
+    result["stage"] = "correctness"
+    if not interpret and args.prewarm:   # the interpreter is not thread-safe and compiles nothing
+        _phase(result, "prewarm")
+        firsts = {}
+        for c in cases:
+            firsts.setdefault(c["label"], c["descs"])
+        r = cand.expect_ok(cand.w.call("prewarm", list(firsts.values())), "correctness", "prewarm failed")
+        result["prewarm"] = r.get("prewarm")
+        if (result["prewarm"] or {}).get("stuck"):
+            raise Reject("correctness", "candidate did not return within the prewarm time limit")
+    _phase(result, "correctness")
+    rel_l2 = result["rel_l2"]
+    ratios = result.setdefault("floor_ratio", {})
+    allowed = V.ALLOWED_ATEN | (V.INTERPRETER_ATEN if interpret else set())
+    check_ops = (lambda *a: None) if args.candidate_torch else V.check_ops   # torch sides use torch
+    for i, c in enumerate(cases):
+        label = c["label"]
+        V.unwritten(torch, c["out"])   # a worker that never copies its output back leaves NaN here
+        sync()
+        r = cand.w.call("call", {"args": c["descs"], "out": c["out_desc"], "poison": True})
+        cand.watch(r, "correctness")
+        if "error" in r:
+            raise Reject("correctness", f"candidate raised on shape {label}: {str(r['error'])[:500]}")
+        check_ops(r.get("ops", []), allowed, "correctness")
+        for j, (v, x) in enumerate(zip(c["views"], c["inputs"])):
+            if not torch.equal(v, x):
+                raise Reject("correctness", f"input {j} was modified by the candidate", False)
+        V.check_meta(r.get("meta") or {}, c["out_shape"], out_name, str(device))
+        try:
+            rel = V.judge_values(torch, c["out"], c["ref"], tol, c["floor"], mult, label, sixteen)
+        except Reject:
+            rel_l2[label] = _rel_or_nan(torch, c["out"], c["ref"])
+            raise
+        rel_l2[label] = max(rel, rel_l2.get(label, 0.0))
+        ratios[label] = max(rel / max(c["floor"], V.FLOOR_MIN), ratios.get(label, 0.0))
+        if i == 0:
+            _phase(result, "correctness_rest")   # after the first case: its one-off costs end here
+    result["correct"] = True
+    result["aten_ops"] = sorted(r.get("ops", []))
+    result["draws"] = args.draws
+    if not timing_on:
+        result["stage"] = "done"
+        result["ok"] = True
+        return
+    del cases
+    result["stage"] = "timing"
+    _phase(result, "timing")
+    timed.run(result, sides, ref_dtype, allowed, tol, mult, check_ops)
+    if args.peers or args.profile_kernel:
+        second_look(torch, spec, args, result, cand, timed, device, ref_dtype)
+
+
+def second_look(torch, spec, args, result, cand, timed, device, ref_dtype) -> None:
+    """checker/sight.py after the verdict (it never changes it): the peers timed here, in the
+    judge, on the judge's copy of the timed inputs; the candidate reached only through its
+    worker (a timed call, a profile request)."""
+    _phase(result, "sight")
+    try:
+        import sight
+        slot = timed.slots["candidate"]
+        req = {"args": slot["sets"][0][1], "out": slot["out_desc"], "timed": True}
+
+        def kernel_call():
+            r = cand.w.call("call", req)
+            if "error" in r or not isinstance(r.get("ms"), (int, float)):
+                raise RuntimeError(f"candidate worker: {str(r.get('error'))[:300]}")
+            return float(r["ms"])
+
+        def profile_call(gpu_ms):
+            r = cand.w.call("profile", {"args": slot["sets"][0][1], "gpu_ms": gpu_ms})
+            if "error" in r:
+                raise RuntimeError(f"candidate worker: {str(r['error'])[:300]}")
+            return r.get("profile") if isinstance(r.get("profile"), dict) else {"error": "no profile"}
+        xs = timed.cur[0]
+        flush = timing.Flusher(torch, device, args.flush, settle_us=args.settle_us)
+        sight.look_split(torch, spec, result, kernel_call, profile_call, xs, flush,
+                         V.reference(torch, spec, xs, ref_dtype), timing.summarize, args.peers,
+                         args.profile_kernel and not args.candidate_torch, args.spec,
+                         None if args.candidate_torch else args.candidate, args.warmup, args.reps,
+                         args.min_warm_ms / 1e3, ref_fn=V.reference_callable(torch, spec),
+                         make_call=lambda f: __import__("peers").event_call(
+                             torch, f, xs, flush, timing.timed_call))
+    except Exception as e:   # noqa: BLE001 - never fails the job: the verdict above stands
+        result["sight_error"] = f"{type(e).__name__}: {str(e)[:500]}"
+
+
+def _triton_version():
+    try:
+        from importlib.metadata import version
+        return version("triton")
+    except Exception:   # noqa: BLE001 - only a label
+        return None
+
+
+def _rel_or_nan(torch, out, ref):
+    try:
+        return V.rel_l2(torch, out, ref)
+    except Exception:   # noqa: BLE001
+        return float("nan")
+
+
+def _clean(x):
+    """JSON without NaN/Inf tokens: non-finite floats become null."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def emit_line(fd: int, result: dict) -> bool:
+    line = MARKER + json.dumps(_clean(result), sort_keys=True) + "\n"
+    try:
+        os.write(fd, line.encode())
+        return True
+    except OSError:
+        return False
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--spec", required=True, help="resolved spec JSON")
+    p.add_argument("--candidate", help="candidate kernel file")
+    p.add_argument("--champion", help="champion kernel file")
+    p.add_argument("--candidate-torch", action="store_true",
+                   help="the candidate is the spec's reference run in torch in the native dtype")
+    p.add_argument("--champion-torch", action="store_true",
+                   help="the champion is the spec's reference run in torch (baseline: torch)")
+    p.add_argument("--mode", choices=["gpu", "interpret"], default="gpu")
+    p.add_argument("--peers", action="store_true",
+                   help="GPU: also time the spec's peers beside the candidate (checker/peers.py)")
+    p.add_argument("--profile-kernel", action="store_true",
+                   help="GPU: profile the candidate when it may be promoted (always with --peers): "
+                        "compiled kernel, occupancy, launch cost, ncu where KERNLOOP_NCU allows")
+    p.add_argument("--no-timing", action="store_true", help="correctness only")
+    p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
+    p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--min-warm-ms", type=float, default=50.0,
+                   help="warm up at least this long: an idle GPU starts at low clocks")
+    p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--settle-us", type=float, default=timing.SETTLE_US,
+                   help="GPU spin after each flush, covering the host's launch work (0: none)")
+    p.add_argument("--no-prewarm", dest="prewarm", action="store_false",
+                   default=os.environ.get("KERNLOOP_PREWARM", "1") != "0",
+                   help="compile shape by shape instead of all at once (default from "
+                        "KERNLOOP_PREWARM; 0 turns the prewarm off)")
+    p.add_argument("--profile", action="store_true", help="print a cProfile summary to stderr")
+    p.add_argument("--backend", default="local", help="label written into the result line")
+    p.add_argument("--synthetic", action="store_true", help="label the result synthetic")
+    a = p.parse_args(argv)
+    for side in ("candidate", "champion"):
+        if not getattr(a, side) and not getattr(a, side + "_torch"):
+            p.error(f"one of --{side} or --{side}-torch is required")
+    return a
+
+
+def load_payload(spec: dict, path: str | None, torch_side: bool, out_dtype: str) -> dict:
+    """What a worker imports: a kernel file, or the spec's reference run by torch (a torch
+    side: `baseline: torch`, never a kernel file)."""
+    if torch_side:
+        return {"torch_side": spec, "out_dtype": out_dtype}
+    return {"path": os.path.abspath(path), "entry": spec["entry"]}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    # The result line goes to the real stdout through a descriptor no worker inherits
+    # (os.dup makes it non-inheritable); fd 1 becomes stderr for everything else.
+    sys.stdout.flush()
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    result = {"ok": False, "stage": "harness", "error": None, "correct": None, "rel_l2": {},
+              "candidate": None, "champion": None, "roofline": None, "mode": args.mode,
+              "backend": args.backend, "synthetic": bool(args.synthetic), "device": None,
+              "_undumpable": contain.make_judge_undumpable()}
+    sides: dict = {}
+    prof = None
+    if args.profile:   # where the judge's own seconds go (main thread only)
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
+    try:
+        with open(args.spec) as f:
+            spec = json.load(f)
+        tcfg = spec.get("timing", {})
+        args.warmup = tcfg.get("warmup", 10) if args.warmup is None else args.warmup
+        args.reps = tcfg.get("reps", 50) if args.reps is None else args.reps
+        run(args, spec, result, sides)
+    except Reject as r:
+        result.update(ok=False, stage=r.stage, error=str(r))
+        if r.correct is not None:
+            result["correct"] = r.correct
+    except channel.WorkerGone as e:
+        stage = result.get("stage")
+        result.update(ok=False, error=f"{e} during {stage}")
+        if stage == "harness":
+            result["stage"] = "load"
+    except BaseException as e:   # noqa: BLE001 - the line must be written whatever happens
+        result.update(ok=False, error=f"{type(e).__name__}: {str(e)[:500]}",
+                      traceback=traceback.format_exc()[-2000:])
+    for s in sides.values():   # no worker outlives the verdict, or writes after it
+        s.w.kill()
+        if s.arena is not None:
+            s.arena.unlink()
+    result.pop("_undumpable", None)
+    result["wall_s"] = time.monotonic() - T0
+    _phase(result, "end")
+    if prof is not None:
+        import pstats
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+    if not emit_line(result_fd, result):
+        return 3
+    sys.stderr.flush()
+    os._exit(0)   # skip interpreter teardown (CUDA IPC bookkeeping of killed workers)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

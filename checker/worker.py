@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""KernLoop worker: imports ONE kernel file and calls its entry on tensors the judge shares.
+
+Started by the judge (checker/judge.py), one per kernel file, with the pipe's descriptor in
+--fd. It holds no reference, no other kernel, no secret and no handle on the result line: its
+stdout is the judge's stderr. Before the kernel file is imported it contains itself (contain.py)
+and from then on every call is watched (aten ops, audit events, replaced functions; the judge
+itself reads the worker's threads and children from /proc) and reported with the call's
+output, which it copies into the judge's output slot. On the GPU it times its own calls (flush, settle spin, CUDA events) and
+syncs the device before it replies, so the judge's clock covers all of its work.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+import traceback
+
+T0 = time.monotonic()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import contain  # noqa: E402  (flat sibling: this folder is what a Nebius job holds)
+
+
+def _args(argv=None):
+    p = argparse.ArgumentParser(description="KernLoop worker (started by the judge)")
+    p.add_argument("--role", required=True)
+    p.add_argument("--fd", type=int, required=True)
+    p.add_argument("--flush", default="read")
+    p.add_argument("--settle-us", type=float, default=0.0)
+    p.add_argument("--interpret", action="store_true")
+    return p.parse_args(argv)
+
+
+class Worker:
+    """The worker's state between requests (one object, not module globals, so that the
+    globals the kernel must not touch stay fixed)."""
+
+    def __init__(self, torch, channel, timing, device, args, containment):
+        self.torch, self.channel, self.timing = torch, channel, timing
+        self.device, self.args, self.containment = device, args, containment
+        self.base = self.fn = self.guards = self.module = None
+        self.audit = contain.AuditGuard()
+        sys.addaudithook(self.audit)   # cannot be removed; armed just before the kernel import
+        containment["audit_hook"] = "armed before the kernel import: sockets, shells, forks, " \
+                                    "signals, ctypes; spawns only Triton's compiler"
+        self.flush = timing.Flusher(torch, device, args.flush, settle_us=args.settle_us) \
+            if device.type == "cuda" else None
+        self.rec = contain.aten_recorder(torch)
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    def watched(self) -> dict:
+        """What the OS and the hooks saw since the kernel file was imported."""
+        return {"ops": sorted(self.rec.ops), "audit": sorted(set(self.audit.seen)),
+                "guards": contain.changed_guards(self.guards, self.torch, globals())
+                if self.guards is not None else []}
+
+    # -- requests
+
+    def op_arena(self, handle):
+        self.base = self.channel.attach(self.torch, handle)
+        self.arena_ptr = self.base.untyped_storage().data_ptr()
+        self.containment["capabilities_dropped"] = contain.drop_capabilities()
+        return {"ok": True, "containment": self.containment}
+
+    def op_load(self, payload):
+        if self.device.type == "cuda":   # Triton's driver loads libcuda (ctypes) before the hook arms
+            import triton
+            try:
+                triton.runtime.driver.active.get_current_device()
+                triton.runtime.driver.active.utils  # noqa: B018 - builds/loads its helper once
+            except Exception as e:   # noqa: BLE001 - reported; the kernel's own launch will fail too
+                self.containment["triton_driver_warm"] = f"failed: {e}"
+        self.guards = contain.guard_targets(self.torch, globals())
+        self.audit.armed = True
+        try:
+            if payload.get("torch_side") is not None:   # the spec's reference in torch, no file
+                import validate
+                self.fn = validate.torch_side(self.torch, payload["torch_side"],
+                                              getattr(self.torch, payload["out_dtype"]))
+                return {"ok": True, **self.watched()}
+            spec = importlib.util.spec_from_file_location("kernloop_kernel", payload["path"])
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules["kernloop_kernel"] = mod
+            spec.loader.exec_module(mod)
+            self.fn = getattr(mod, payload["entry"])
+            self.module = mod
+        except BaseException as e:   # noqa: BLE001 - SystemExit from kernel code included
+            return {"error": f"{type(e).__name__}: {str(e)[:500]}", **self.watched()}
+        return {"ok": True, **self.watched()}
+
+    def _views(self, descs):
+        return [self.channel.view(self.torch, self.base, d) for d in descs]
+
+    def op_prewarm(self, payload):
+        copies = [[x.clone() for x in self._views(descs)] for descs in payload]
+        r = self.timing.prewarm(self.fn, copies)
+        self.sync()
+        return {"ok": True, "prewarm": r, **self.watched()}
+
+    def op_profile(self, payload):
+        """checker/kernelprofile.py on this worker's kernel (after the verdict; informational)."""
+        import kernelprofile
+        prof = kernelprofile.profile(self.torch, self.fn, self._views(payload["args"]),
+                                     payload.get("gpu_ms"), module=self.module)
+        self.sync()
+        return {"ok": True, "profile": prof, **self.watched()}
+
+    def op_call(self, payload):
+        torch = self.torch
+        args = self._views(payload["args"])
+        if payload.get("poison"):
+            self._poison(64 * 2**20 if self.device.type == "cuda" else 4 * 2**20)
+        ms = None
+        try:
+            if payload.get("timed"):
+                out, start, end = self.timing.timed_call(torch, self.fn, args, self.flush, self.rec)
+            else:
+                with self.rec:
+                    out = self.fn(*args)
+            self.sync()
+        except BaseException as e:   # noqa: BLE001 - the judge turns it into a rejection
+            return {"error": f"{type(e).__name__}: {str(e)[:500]}", **self.watched()}
+        meta = self._describe(out)
+        slot = self.channel.view(torch, self.base, payload["out"])
+        if meta["type"] == "Tensor" and tuple(meta["shape"]) == tuple(slot.shape) \
+                and out.dtype == slot.dtype and out.device == slot.device:
+            slot.copy_(out)
+        if payload.get("timed"):
+            ms = start.elapsed_time(end)
+        del out
+        self.sync()
+        return {"ok": True, "ms": ms, "meta": meta, **self.watched()}
+
+    def _describe(self, out) -> dict:
+        torch = self.torch
+        if type(out) is not torch.Tensor:   # subclasses and lazy wrappers can fake values
+            return {"type": type(out).__name__}
+        ptr = out.untyped_storage().data_ptr()
+        return {"type": "Tensor", "shape": list(out.shape), "dtype": str(out.dtype).replace("torch.", ""),
+                "device": str(out.device),
+                "aliases": ptr == self.arena_ptr}
+
+    def _poison(self, nbytes: int) -> None:
+        """Fill freed allocator blocks with NaN so an output left unwritten (torch.empty that is
+        never stored to) reads back NaN instead of a stale correct answer."""
+        try:
+            junk = self.torch.full((max(nbytes // 4, 1),), float("nan"), device=self.device,
+                                   dtype=self.torch.float32)
+            del junk
+        except RuntimeError:
+            pass
+
+
+def main(argv=None) -> int:
+    args = _args(argv)
+    os.dup2(2, 1)   # whatever this process prints lands on the judge's stderr
+    containment = contain.apply_early()
+    from multiprocessing.connection import Connection
+    conn = Connection(args.fd)
+    import torch
+    import torch.multiprocessing  # noqa: F401 - rebuilds the judge's CUDA tensors (IPC handles)
+    import channel
+    import timing
+    if args.interpret:
+        device = torch.device("cpu")
+        name = "CPU, Triton interpreter"
+    else:
+        device = torch.device("cuda", torch.cuda.current_device())
+        torch.zeros(1, device=device)   # the CUDA context, now rather than at the first call
+        name = torch.cuda.get_device_name(device)
+    # One intra-op thread: a worker computes nothing on the CPU itself, and torch's pool would
+    # otherwise start its threads lazily inside the kernel's first call (counted as the kernel's).
+    torch.set_num_threads(1)
+    torch.full((4096,), 1.0, device=device).sum()
+    w = Worker(torch, channel, timing, device, args, containment)
+    channel.send_reply(conn, {"ready": True, "role": args.role, "pid": os.getpid(), "device": name,
+                              "startup_s": round(time.monotonic() - T0, 3),
+                              "containment": containment,
+                              "flush": None if w.flush is None else
+                              {"bytes": w.flush.nbytes, "settle_cycles": w.flush.settle_cycles}})
+    handlers = {"arena": w.op_arena, "load": w.op_load, "prewarm": w.op_prewarm, "call": w.op_call,
+                "profile": w.op_profile}
+    while True:
+        try:
+            op, payload = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        if op == "exit":
+            os._exit(0)
+        try:
+            reply = handlers[op](payload)
+        except BaseException as e:   # noqa: BLE001 - a broken request is the judge's to report
+            reply = {"error": f"worker: {type(e).__name__}: {e}",
+                     "traceback": traceback.format_exc()[-1500:]}
+        channel.send_reply(conn, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
