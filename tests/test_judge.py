@@ -168,7 +168,7 @@ class FakeCheckerBackend(Backend):
     def __init__(self, script: Path):
         self.script = script
 
-    def evaluate(self, spec, candidate, champion, workdir):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None):
         return parse_child(run_child([sys.executable, str(self.script)], 30), self.name, True, None)
 
 
