@@ -45,15 +45,7 @@ class TimedSets:
 
     def place(self, side) -> None:
         """Carve this side's input sets and output slot out of its arena."""
-        sets = []
-        for xs in self.cur:
-            views, descs = [], []
-            for x in xs:
-                v, d = side.arena.alloc(x.shape, x.dtype)
-                v.copy_(x)
-                views.append(v)
-                descs.append(d)
-            sets.append((views, descs))
+        sets = [side.arena.share(xs) for xs in self.cur]
         out, out_desc = side.arena.alloc(self.out_shape, self.out_dtype)
         self.slots[side.role] = {"sets": sets, "out": out, "out_desc": out_desc}
 

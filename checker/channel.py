@@ -62,6 +62,16 @@ class Arena:
         t = self.base[off:off + nbytes].view(dtype)[:n].view(tuple(int(d) for d in shape))
         return t, (off, tuple(int(d) for d in shape), str(dtype).replace("torch.", ""))
 
+    def share(self, xs):
+        """Copy tensors into fresh slots; return (views, descriptors)."""
+        views, descs = [], []
+        for x in xs:
+            v, d = self.alloc(x.shape, x.dtype)
+            v.copy_(x)
+            views.append(v)
+            descs.append(d)
+        return views, descs
+
     def handle(self):
         return ("cuda", self.base) if self.path is None else ("file", self.path, self.nbytes)
 

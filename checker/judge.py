@@ -28,7 +28,6 @@ import math
 import os
 import platform
 import secrets
-import statistics
 import sys
 import time
 import traceback
@@ -103,17 +102,6 @@ def arena_bytes(tensors_shapes) -> int:
     return sum(-(-n // channel.ALIGN) * channel.ALIGN for n in tensors_shapes) + channel.ALIGN
 
 
-def share(torch, arena, xs):
-    """Copy judge tensors into fresh arena slots; return (views, descriptors)."""
-    views, descs = [], []
-    for x in xs:
-        v, d = arena.alloc(x.shape, x.dtype)
-        v.copy_(x)
-        views.append(v)
-        descs.append(d)
-    return views, descs
-
-
 def run(args, spec: dict, result: dict, sides: dict) -> None:
     interpret = args.mode == "interpret"
     timing_on = not interpret and not args.no_timing
@@ -177,7 +165,7 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
         timed.start_champion(sides["champion"])
     cand.arena = channel.Arena(torch, device, size)
     for c in cases:
-        c["views"], c["descs"] = share(torch, cand.arena, c["inputs"])
+        c["views"], c["descs"] = cand.arena.share(c["inputs"])
         c["out"], c["out_desc"] = cand.arena.alloc(c["out_shape"], out_dtype)
     if timed is not None:
         timed.place(cand)
