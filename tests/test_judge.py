@@ -194,8 +194,9 @@ def test_loop_survives_a_malformed_result_line_and_keeps_its_champion(tmp_path):
 def test_every_checker_module_is_staged_with_the_job(tmp_path):
     """A job (local folder or Nebius container) holds the checker's files flat: a module left
     out of the list would be missing there while every test here still found it."""
-    from backends import CHECKER_MODULES, stage_job
+    from backends import CHECKER_MODULES, CHECKER_SIGHT, stage_job
     here = {p.name for p in (ROOT / "checker").glob("*.py")} - {"__init__.py", "nebius_entry.py"}
-    assert set(CHECKER_MODULES) == here
+    assert set(CHECKER_MODULES) | {p.name for p in CHECKER_SIGHT} == here
     files = stage_job(SPEC, SPEC.baseline, SPEC.baseline, tmp_path)
-    assert {p.name for p in files.values()} >= here
+    assert {p.name for p in files.values()} >= set(CHECKER_MODULES)
+    assert all((tmp_path / name).exists() for name in here)

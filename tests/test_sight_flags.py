@@ -51,7 +51,8 @@ def test_look_split_adds_peers_and_profile_through_the_calls_it_is_given(monkeyp
     clock standing in for CUDA events), the peers built and timed here."""
     import torch
 
-    from checker.check import reference, summarize
+    from checker.timing import summarize
+    from checker.validate import reference
     from checker.sight import look_split
     monkeypatch.setenv("KERNLOOP_NCU", "off")
     spec = load_spec(ROOT / "specs" / "softmax.yaml").to_checker()
@@ -75,7 +76,8 @@ def test_look_split_adds_peers_and_profile_through_the_calls_it_is_given(monkeyp
 def test_look_split_with_peers_times_them_beside_the_candidate(monkeypatch):
     import torch
 
-    from checker.check import reference, summarize
+    from checker.timing import summarize
+    from checker.validate import reference
     from checker.sight import look_split
     monkeypatch.setenv("KERNLOOP_NCU", "off")
     spec = load_spec(ROOT / "specs" / "softmax.yaml").to_checker()
