@@ -66,8 +66,9 @@ def test_a_batch_is_one_job_with_one_checker_per_candidate(fake):
     creates = [c["argv"] for c in fake.calls() if c["argv"][:3] == ["ai", "job", "create"]]
     assert len(creates) == 1
     injected = [a.split(":")[0] for i, a in enumerate(creates[0]) if creates[0][i - 1] == "--inject-file"]
-    assert sorted(injected) == ["batch.json", "candidate-it0001.py", "candidate-it0002.py", "champion.py",
-                                "check.py", "kernloop_entry.py", "spec.json"]
+    from backends import CHECKER_MODULES
+    assert sorted(injected) == sorted(["batch.json", "candidate-it0001.py", "candidate-it0002.py",
+                                       "champion.py", "kernloop_entry.py", "spec.json", *CHECKER_MODULES])
     assert [r["ok"] for r in res] == [True, True] and res[0] is not res[1]
     ids = {r["backend_meta"]["job_id"] for r in res}
     assert len(ids) == 1 and [r["backend_meta"]["batch_index"] for r in res] == [0, 1]

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NO_LLM = {k: v for k, v in os.environ.items()
           if not k.startswith(("KERNLOOP_LLM", "TAVILY", "NVIDIA_API"))}
 VOLATILE = {"ts", "run_id", "latency_s", "wall_s", "duration_s", "argv", "t_s", "phases_s",
-            "compile_s", "elapsed_s", "phase_s", "rel_l2"}   # the checker draws fresh inputs
+            "compile_s", "elapsed_s", "phase_s", "rel_l2",   # the checker draws fresh inputs
+            "floors", "floor_ratio", "workers"}   # rounding floors of those inputs; worker pids
 
 
 def run_cli(args, timeout=600):
