@@ -288,35 +288,45 @@ def find_ncu():
     return None
 
 
-def ncu_fidelity(targets, reps=30) -> list[dict]:
+def ncu_times(spec_path, path, kernel_regex, reps=30) -> dict:
+    """ncu's gpu__time_duration.sum of `reps` launches of the kernel (after 5 skipped), in a
+    process of its own (this script's --ncu-target), L2 flushed by ncu before each."""
     ncu = find_ncu()
     if not ncu:
-        return [{"error": "ncu not found"}]
+        return {"error": "ncu not found", "vals": []}
+    cmd = [ncu, "--clock-control", "none", "--cache-control", "all", "--metrics",
+           "gpu__time_duration.sum", "--csv", "-k", f"regex:{kernel_regex}",
+           "--launch-skip", "5", "--launch-count", str(reps),
+           sys.executable, str(Path(__file__).resolve()), "--ncu-target", str(spec_path), str(path)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    vals = []
+    text = p.stdout[p.stdout.find('"ID"'):] if '"ID"' in p.stdout else ""
+    for rec in csv.DictReader(io.StringIO(text)):
+        if rec.get("Metric Name") == "gpu__time_duration.sum":
+            v = float(rec["Metric Value"].replace(",", ""))
+            unit = rec.get("Metric Unit", "ns")
+            vals.append(v / {"nsecond": 1e6, "ns": 1e6, "usecond": 1e3, "us": 1e3, "msecond": 1,
+                              "ms": 1}.get(unit, 1e6))
+    return {"vals": vals, "ncu_n": len(vals), "ncu_mean_ms": statistics.fmean(vals) if vals else None,
+            "ncu_median_ms": statistics.median(vals) if vals else None, "ncu_rc": p.returncode,
+            "ncu_stderr_tail": p.stderr[-800:] if not vals else ""}
+
+
+def ncu_fidelity(targets, reps=30) -> list[dict]:
+    """ncu against this script's in-process copy of the checker's timing path."""
     rows = []
     for spec_path, path, kernel_regex in targets:
         spec = load_spec(spec_path)
-        cmd = [ncu, "--clock-control", "none", "--cache-control", "all", "--metrics",
-               "gpu__time_duration.sum", "--csv", "-k", f"regex:{kernel_regex}",
-               "--launch-skip", "5", "--launch-count", str(reps),
-               sys.executable, str(Path(__file__).resolve()), "--ncu-target", str(spec_path), str(path)]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        vals = []
-        text = p.stdout[p.stdout.find('"ID"'):] if '"ID"' in p.stdout else ""
-        for rec in csv.DictReader(io.StringIO(text)):
-            if rec.get("Metric Name") == "gpu__time_duration.sum":
-                v = float(rec["Metric Value"].replace(",", ""))
-                unit = rec.get("Metric Unit", "ns")
-                vals.append(v / {"nsecond": 1e6, "ns": 1e6, "usecond": 1e3, "us": 1e3, "msecond": 1,
-                                  "ms": 1}.get(unit, 1e6))
+        n = ncu_times(spec_path, path, kernel_regex, reps)
+        if "error" in n:
+            return [{"error": n["error"]}]
         fn = entry(spec, path, f"ncu_{spec.name}_{len(rows)}")
         args = timed_inputs(spec)
         ours = {m: checker_side(fn, args, m) for m in ("read", "zero")}
         row = {"spec": spec.name, "file": str(Path(path).relative_to(ROOT)) if str(path).startswith(str(ROOT)) else str(path),
-               "ncu_n": len(vals), "ncu_mean_ms": statistics.fmean(vals) if vals else None,
-               "ncu_median_ms": statistics.median(vals) if vals else None,
-               "checker_read_flush": ours["read"], "checker_zero_flush": ours["zero"],
-               "ncu_rc": p.returncode, "ncu_stderr_tail": p.stderr[-800:] if not vals else ""}
-        if vals:
+               **{k: v for k, v in n.items() if k != "vals"},
+               "checker_read_flush": ours["read"], "checker_zero_flush": ours["zero"]}
+        if n["vals"]:
             row["ratio_checker_mean_over_ncu_mean"] = ours["read"]["mean_ms"] / row["ncu_mean_ms"]
         rows.append(row)
         log(f"ncu {spec.name}: ncu {row['ncu_mean_ms']} ms vs checker {ours['read']['mean_ms']:.4f} ms")

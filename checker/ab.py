@@ -107,6 +107,36 @@ class TimedSets:
         cand, champ = sides["candidate"], sides["champion"]
         self.champion_ready(champ, result)
         pair = [cand, champ]
+        rounds = []
+        # --rounds N (benchmarks: A/A, power): N whole A/B rounds between the same two workers;
+        # each round is warmed, refreshed, spot-checked and clock-checked on its own.
+        for _ in range(max(1, int(getattr(args, "rounds", 1) or 1))):
+            ms, w = self._round(result, pair, ref_dtype, allowed, tol, mult, check_ops)
+            rounds.append({"candidate": timing.summarize(ms["candidate"], w),
+                           "champion": timing.summarize(ms["champion"], w),
+                           "wall_probe_ms": result["wall_probe_ms"]})
+        if len(rounds) > 1:
+            result["rounds"] = rounds
+        result["candidate"], result["champion"] = rounds[0]["candidate"], rounds[0]["champion"]
+        result["wall_probe_ms"] = rounds[0]["wall_probe_ms"]
+        fi = getattr(champ, "flush_info", None) or {}
+        result["flush"] = {"method": args.flush, "bytes": fi.get("bytes"), "l2_bytes": self.l2_bytes,
+                           "input_sets": self.nsets, "settle_us": args.settle_us,
+                           "settle_cycles": fi.get("settle_cycles")}
+        ceil = timing.ceilings_for(result["device"])
+        cost = self.spec["cost_timed"]
+        result["ceilings"] = ceil
+        result["roofline"] = {"candidate": timing.roofline(result["candidate"], cost, ceil),
+                              "champion": timing.roofline(result["champion"], cost, ceil)}
+        result["stage"] = "done"
+        result["ok"] = True
+
+    def _round(self, result: dict, pair, ref_dtype, allowed: set, tol: float, mult: float,
+               check_ops) -> tuple[dict, int]:
+        """One A/B round: warmup, timed reps, spot checks, the clock verdict. Returns the
+        samples per role and the warmup reps run; raises Reject on any failure."""
+        torch, args = self.torch, self.args
+        cand = pair[0]
         roles = [p.role for p in pair]
         t0 = time.monotonic()
         w = 0
@@ -161,16 +191,4 @@ class TimedSets:
         result["wall_probe_ms"] = nums
         if reason:
             raise Reject("timing", reason, False)
-        result["candidate"] = timing.summarize(ms["candidate"], w)
-        result["champion"] = timing.summarize(ms["champion"], w)
-        fi = getattr(champ, "flush_info", None) or {}
-        result["flush"] = {"method": args.flush, "bytes": fi.get("bytes"), "l2_bytes": self.l2_bytes,
-                           "input_sets": self.nsets, "settle_us": args.settle_us,
-                           "settle_cycles": fi.get("settle_cycles")}
-        ceil = timing.ceilings_for(result["device"])
-        cost = self.spec["cost_timed"]
-        result["ceilings"] = ceil
-        result["roofline"] = {"candidate": timing.roofline(result["candidate"], cost, ceil),
-                              "champion": timing.roofline(result["champion"], cost, ceil)}
-        result["stage"] = "done"
-        result["ok"] = True
+        return ms, w

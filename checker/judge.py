@@ -334,6 +334,8 @@ def parse_args(argv=None):
     p.add_argument("--min-warm-ms", type=float, default=50.0,
                    help="warm up at least this long: an idle GPU starts at low clocks")
     p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="benchmarks: N whole A/B rounds between the same two workers (default 1)")
     p.add_argument("--settle-us", type=float, default=timing.SETTLE_US,
                    help="GPU spin after each flush, covering the host's launch work (0: none)")
     p.add_argument("--no-prewarm", dest="prewarm", action="store_false",
