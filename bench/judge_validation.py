@@ -85,7 +85,7 @@ def rounds_job(spec, cand: Path, champ: Path, work: Path, n: int) -> dict:
 
 def decisions(spec, res: dict) -> dict:
     out = []
-    for r in res.get("rounds") or []:
+    for r in res.get("rounds") or [{"candidate": res["candidate"], "champion": res["champion"]}]:
         d = decide({"ok": True, "correct": True, "candidate": r["candidate"], "champion": r["champion"]},
                    min_gain=spec.loop["min_gain"], sigma=spec.loop.get("sigma", 2.0))
         out.append({"promoted": d["promoted"], "gain": (d["rule"] or {}).get("gain"),
@@ -116,7 +116,7 @@ def power(spec_path: Path, n: int, target: float = 0.05) -> dict:
     work = Path(tempfile.mkdtemp())
     code = spec.baseline.read_text()
     probe = rounds_job(spec, spec.baseline, spec.baseline, work / "probe", 1)
-    base_ms = probe["rounds"][0]["champion"]["median_ms"]
+    base_ms = probe["champion"]["median_ms"]
     pad_n = max(int(target * base_ms / 1e3 * PAD_GBPS * 1e9 / 8), 4096)   # fp32 read + write
     champ = work / "slowed.py"
     champ.write_text(padded(spec, code, pad_n))
