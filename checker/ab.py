@@ -64,7 +64,10 @@ class TimedSets:
         ready = side.w.reply(READY_TIMEOUT_S)
         side.info = {"startup_s": ready.get("startup_s"), "pid": side.w.proc.pid}
         side.flush_info = ready.get("flush")
-        r = side.expect_ok(side.w.reply(READY_TIMEOUT_S), "harness", "worker could not map its arena")
+        # The load and first call are queued behind this reply: the worker may be compiling
+        # (ptxas alive) now, so its processes are looked at after the last reply only.
+        r = side.expect_ok(side.w.reply(READY_TIMEOUT_S), "harness", "worker could not map its arena",
+                           procs=False)
         side.arena.unlink()
         result.setdefault("containment", {})["champion"] = r.get("containment")
         result.setdefault("workers", {})["champion"] = side.info

@@ -70,15 +70,17 @@ class Side:
         self.info: dict = {}
         self.torch_side = bool(getattr(args, f"{role}_torch", False))   # the spec's own code
 
-    def expect_ok(self, r: dict, stage: str, what: str) -> dict:
-        self.watch(r, stage)
+    def expect_ok(self, r: dict, stage: str, what: str, procs: bool = True) -> dict:
+        self.watch(r, stage, procs)
         if "error" in r:
             raise Reject(stage, f"{self.role} {what}: {str(r['error'])[:600]}")
         return r
 
-    def watch(self, r: dict, stage: str) -> None:
+    def watch(self, r: dict, stage: str, procs: bool = True) -> None:
         """What the worker reports (audit, replaced functions) and what the OS shows the judge
-        (threads and child processes of the worker, read from /proc/<pid>)."""
+        (threads and child processes of the worker, read from /proc/<pid>). `procs=False` for a
+        reply read while the worker already works on a later queued request (the champion's
+        setup): its compiler may be running then, so /proc is read only after the last reply."""
         for key in ("audit", "guards", "ops"):
             v = r.get(key, [])
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
@@ -87,6 +89,8 @@ class Side:
             raise Reject(stage, f"{self.role} attempted {', '.join(r['audit'])}", False)
         if r.get("guards"):
             raise Reject("integrity", f"{self.role} replaced {', '.join(r['guards'][:8])}", False)
+        if not procs:
+            return
         pid = self.w.proc.pid
         if self.threads0 is not None and not self.torch_side:   # torch's own libraries may start threads
             new = {t: n for t, n in contain.tasks(pid).items() if t not in self.threads0}
