@@ -1,8 +1,7 @@
 """The AST walk that judges a kernel file against the contract's allow-list (contract.TABLE).
 
-`Walker(tree, spec, table, why, labels).run()` returns the reasons, each naming the construct and its
-line. Launchers get a small type inference (tensor, descriptor, kernel, grid, CONFIG, scalar) so
-that arithmetic, indexing and branching on tensors are told apart from the same on shapes.
+`Walker(tree, spec, table, why, labels).run()` returns the reasons (construct and line). Launchers
+get a type inference (tensor, descriptor, kernel, grid, CONFIG, scalar) to tell tensors from shapes.
 """
 from __future__ import annotations
 
