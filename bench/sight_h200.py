@@ -36,29 +36,13 @@ def log(*a):
 
 
 def checker_parts():
-    """The checker's timing and input helpers: the judge's modules, or the older single file."""
+    """The checker's timing and input helpers (the judge's modules)."""
     from types import SimpleNamespace
-    try:
-        from checker import timing, validate
-        return SimpleNamespace(Flusher=timing.Flusher, SETTLE_US=timing.SETTLE_US,
-                               summarize=timing.summarize, roofline=timing.roofline,
-                               timed_call=timing.timed_call, make_inputs=validate.make_inputs,
-                               reference=validate.reference, torch_dtype=validate.torch_dtype)
-    except ImportError:
-        from checker import check
-
-        def timed_call(torch, fn, args, flush, watch):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            flush()
-            with watch:
-                start.record()
-                out = fn(*args)
-                end.record()
-            return out, start, end
-        return SimpleNamespace(Flusher=check.Flusher, SETTLE_US=check.SETTLE_US,
-                               summarize=check.summarize, roofline=check.roofline,
-                               timed_call=timed_call, make_inputs=check.make_inputs,
-                               reference=check.reference, torch_dtype=check.torch_dtype)
+    from checker import timing, validate
+    return SimpleNamespace(Flusher=timing.Flusher, SETTLE_US=timing.SETTLE_US,
+                           summarize=timing.summarize, roofline=timing.roofline,
+                           timed_call=timing.timed_call, make_inputs=validate.make_inputs,
+                           reference=validate.reference, torch_dtype=validate.torch_dtype)
 
 
 def load_entry(path, name: str, entry: str):

@@ -189,10 +189,7 @@ def _target(spec_path: str, kernel_path: str) -> int:
     import importlib.util
 
     import torch
-    try:
-        from validate import make_inputs, torch_dtype   # the judge's layout
-    except ImportError:
-        from check import make_inputs, torch_dtype
+    from validate import make_inputs, torch_dtype   # a sibling, flat as in a staged job
     spec = json.loads(Path(spec_path).read_text())
     dev = torch.device("cuda", torch.cuda.current_device())
     args = make_inputs(torch, spec, spec["shapes"][0], dev, lambda n: torch_dtype(torch, n),

@@ -13,21 +13,12 @@ import time
 try:   # as checker.sight (tests, benches) or flat beside check.py (a staged job)
     from . import kernelprofile, ncu
     from . import peers as peers_mod
+    from .timing import timed_call
 except ImportError:
     import kernelprofile
     import ncu
     import peers as peers_mod
-
-
-def timed_call(torch, fn, args, flush, watch):
-    """One call between a CUDA event pair after the flush (the checker's timed call)."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    flush()
-    with watch:
-        start.record()
-        out = fn(*args)
-        end.record()
-    return out, start, end
+    from timing import timed_call
 
 
 def wants_profile(result: dict, always: bool) -> bool:
@@ -37,16 +28,6 @@ def wants_profile(result: dict, always: bool) -> bool:
         return True
     c, b = (result.get("candidate") or {}).get("mean_ms"), (result.get("champion") or {}).get("mean_ms")
     return bool(c and b and c < b)
-
-
-def look(torch, spec: dict, result: dict, fn, module, args: list, flush, ref, summarize,
-         want_peers: bool, want_profile: bool, spec_path: str, kernel_path: str | None,
-         warmup: int, reps: int, min_warm_s: float, ref_fn=None) -> None:
-    """The single-process checker's entry: the candidate `fn` (from `module`) runs here."""
-    look_split(torch, spec, result, peers_mod.event_call(torch, fn, args, flush, timed_call),
-               lambda gpu_ms: kernelprofile.profile(torch, fn, args, gpu_ms, module=module),
-               args, flush, ref, summarize, want_peers, want_profile, spec_path, kernel_path,
-               warmup, reps, min_warm_s, ref_fn)
 
 
 def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args: list, flush, ref,
