@@ -10,12 +10,15 @@ prints on stdout whatever happens. Exit status 0 means the line was written (pas
   python checker/judge.py --spec spec.json (--candidate cand.py | --candidate-torch)
          (--champion champ.py | --champion-torch)
          [--mode gpu|interpret] [--no-timing] [--flush read|rotate|zero|none] [--draws 3]
-         [--warmup N] [--reps N] [--min-warm-ms 50] [--settle-us 200] [--no-prewarm]
+         [--warmup N] [--reps N] [--rounds 1] [--min-warm-ms 50] [--settle-us 200] [--no-prewarm]
          [--profile] [--backend NAME] [--synthetic] [--peers] [--profile-kernel]
 
 --peers and --profile-kernel (GPU; checker/sight.py and its modules staged beside this file) add
 the spec's peers timed beside the candidate, and the candidate's profile, to the result line;
 the peers run in the judge, the candidate's calls and profile in its worker.
+
+--rounds N (benchmarks: bench/judge_validation.py) runs N whole A/B rounds between the same two
+workers and adds each round's statistics to the result line as `rounds`.
 
 --mode interpret runs the Triton interpreter on the CPU, on the spec's check_shapes, with bf16
 replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), and never times.
