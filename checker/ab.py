@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import statistics
 import time
 
 import channel
@@ -48,6 +49,11 @@ class TimedSets:
         sets = [side.arena.share(xs) for xs in self.cur]
         out, out_desc = side.arena.alloc(self.out_shape, self.out_dtype)
         self.slots[side.role] = {"sets": sets, "out": out, "out_desc": out_desc}
+        other = self.slots.get("champion" if side.role == "candidate" else "candidate")
+        if other and ([d for _, ds in other["sets"] for d in ds], other["out_desc"]) != \
+                ([d for _, ds in sets for d in ds], out_desc):   # a layout bias, not a kernel's
+            raise Reject("harness", "the timed inputs sit at different arena offsets for the "
+                         "candidate and the champion")
 
     def start_champion(self, side) -> None:
         """Queue the champion worker's whole setup without waiting for it: arena, load, one
@@ -62,7 +68,8 @@ class TimedSets:
 
     def champion_ready(self, side, result: dict) -> None:
         ready = side.w.reply(READY_TIMEOUT_S)
-        side.info = {"startup_s": ready.get("startup_s"), "pid": side.w.proc.pid}
+        side.info = {"startup_s": ready.get("startup_s"), "pid": side.w.proc.pid,
+                     "flush": ready.get("flush")}
         side.flush_info = ready.get("flush")
         # The load and first call are queued behind this reply: the worker may be compiling
         # (ptxas alive) now, so its processes are looked at after the last reply only.
@@ -151,6 +158,7 @@ class TimedSets:
         spot = set(secrets.SystemRandom().sample(range(reps - 1), min(SPOT_CHECKS, reps - 1))) | {reps - 1}
         ms = {p.role: [] for p in pair}
         wall = {p.role: [] for p in pair}
+        host = {p.role: [] for p in pair}   # worker-reported, informational: launch path vs settle spin
         kept, last = {}, None
         cs = self.slots["candidate"]
         for r in range(reps):
@@ -160,6 +168,8 @@ class TimedSets:
                 rep, m, wl = self._call(side, k, "timing", r)
                 ms[side.role].append(m)
                 wall[side.role].append(wl)
+                if isinstance(rep.get("host_ms"), (int, float)) and not isinstance(rep["host_ms"], bool):
+                    host[side.role].append(float(rep["host_ms"]))
                 side.watch(rep, "timing" if side is cand else "harness")   # both: same judge work
                 if side is cand:
                     last = rep
@@ -191,6 +201,7 @@ class TimedSets:
         result["spot_checked_reps"] = sorted(kept)
         reason, nums = timing.clock_verdict(ms["candidate"], wall["candidate"],
                                             ms["champion"], wall["champion"])
+        nums.update({f"{role}_host": statistics.median(v) if v else None for role, v in host.items()})
         result["wall_probe_ms"] = nums
         if reason:
             raise Reject("timing", reason, False)

@@ -171,11 +171,11 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
         size += timed.nbytes
         timed.start_champion(sides["champion"])
     cand.arena = channel.Arena(torch, device, size)
+    if timed is not None:   # first, as in the champion's arena: the same offsets on both sides
+        timed.place(cand)
     for c in cases:
         c["views"], c["descs"] = cand.arena.share(c["inputs"])
         c["out"], c["out_desc"] = cand.arena.alloc(c["out_shape"], out_dtype)
-    if timed is not None:
-        timed.place(cand)
     sync()
     result["floors"] = {}
     for c in cases:
@@ -183,7 +183,8 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
 
     _phase(result, "workers_ready")
     ready = cand.w.reply(READY_TIMEOUT_S)
-    cand.info = {"startup_s": ready.get("startup_s"), "pid": cand.w.proc.pid}
+    cand.info = {"startup_s": ready.get("startup_s"), "pid": cand.w.proc.pid,
+                 "flush": ready.get("flush")}
     r = cand.expect_ok(cand.w.call("arena", cand.arena.handle()), "harness", "worker could not map its arena")
     cand.arena.unlink()
     result["containment"] = {"judge": {"undumpable": result.pop("_undumpable", None)},

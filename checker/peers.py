@@ -176,7 +176,7 @@ def event_call(torch, fn, args, flush, timed_call):
     import contextlib
 
     def call():
-        _, start, end = timed_call(torch, fn, args, flush, contextlib.nullcontext())
+        _, start, end, _host = timed_call(torch, fn, args, flush, contextlib.nullcontext())
         torch.cuda.synchronize()
         return start.elapsed_time(end)
     return call

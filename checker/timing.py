@@ -149,14 +149,18 @@ def sleep_cycles_per_us(torch) -> float:
 
 def timed_call(torch, fn, args, flush: Flusher, watch):
     """One call between a CUDA event pair, after the flush and its settle spin, under `watch`
-    (the op recorder). Returns (output, start event, end event); the caller syncs."""
+    (the op recorder). Returns (output, start event, end event, host ms between the two
+    records: when it outlasts the settle spin, the GPU idled inside the timed region); the
+    caller syncs."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     flush()
     with watch:
         start.record()
+        t0 = time.perf_counter()
         out = fn(*args)
         end.record()
-    return out, start, end
+        host_ms = (time.perf_counter() - t0) * 1e3
+    return out, start, end, host_ms
 
 
 def prewarm(fn, arg_lists, timeout_s: float = 600.0) -> dict:

@@ -115,10 +115,10 @@ class Worker:
         args = self._views(payload["args"])
         if payload.get("poison"):
             self._poison(64 * 2**20 if self.device.type == "cuda" else 4 * 2**20)
-        ms = None
+        ms = host_ms = None
         try:
             if payload.get("timed"):
-                out, start, end = self.timing.timed_call(torch, self.fn, args, self.flush, self.rec)
+                out, start, end, host_ms = self.timing.timed_call(torch, self.fn, args, self.flush, self.rec)
             else:
                 with self.rec:
                     out = self.fn(*args)
@@ -134,7 +134,7 @@ class Worker:
             ms = start.elapsed_time(end)
         del out
         self.sync()
-        return {"ok": True, "ms": ms, "meta": meta, **self.watched()}
+        return {"ok": True, "ms": ms, "host_ms": host_ms, "meta": meta, **self.watched()}
 
     def _describe(self, out) -> dict:
         torch = self.torch
