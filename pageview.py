@@ -47,6 +47,17 @@ def peers_of(events) -> tuple[list[dict], str, list[str]]:
     return [], "", []
 
 
+def interruptions_of(end: dict, events: list) -> list[dict]:
+    """The earlier parts of a resumed run as the log records them: run_end.interruptions once it
+    ended, the resume events while it runs again."""
+    rows = end.get("interruptions") if isinstance(end.get("interruptions"), list) else [
+        {"after_iteration": e.get("after_iteration"), "how": e.get("previous"), "at": e.get("ts")}
+        for e in events if e.get("event") == "resume"]
+    return [{"after": as_int(as_dict(r).get("after_iteration")), "how": as_text(as_dict(r).get("how")),
+             "at": fmt_ts(as_dict(r).get("at")) if as_dict(r).get("at") else "",
+             "reason": clip(as_text(as_dict(r).get("reason")), 300)[0]} for r in rows]
+
+
 def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=None, files=None) -> dict:
     run_dir = Path(run_dir)
     if events is None:
@@ -193,6 +204,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         "duration": fmt_duration(duration), "duration_live": duration_live,
         "planned": planned, "done": done, "last_it": last_it,
         "stop_reason": clip(as_text(end.get("stop_reason")), 600)[0], "stopped": as_text(end.get("stopped")),
+        "interruptions": interruptions_of(end, events),
         "base_ms": base_ms, "champ_ms": champ_ms, "champ_id": champ_id, "speedup": speedup,
         "champ_dom": ctx["dom_of"].get(champ_id) if champ_id else None,
         "champ_roof": roof_headline(champ_roof), "base_roof": roof_headline(base_roof),

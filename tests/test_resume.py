@@ -117,7 +117,11 @@ def test_interrupted_tuner_run_resumes_exactly_as_the_uninterrupted_one(tmp_path
     full_end = events(full)[-1]
     assert ends[-1]["champion_id"] == full_end["champion_id"]
     assert abs(ends[-1]["speedup"] - full_end["speedup"]) < 1e-9   # modeled: identical numbers
-    assert 'http-equiv="refresh"' not in (run / "trajectory.html").read_text()
+    html = (run / "trajectory.html").read_text()
+    assert 'http-equiv="refresh"' not in html
+    # the page lists the interruption the log records: how, after which iteration, why
+    part = html.split('id="k-interruptions">', 1)[1].split("</div>", 1)[0]
+    assert part.startswith("resumed 1×: interrupted after iteration %d" % k) and "Ctrl-C" in part
 
 
 def test_a_signal_swallowed_while_a_child_is_spawned_is_raised_later_and_not_printed():
