@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -61,16 +62,20 @@ def run_job(name: str, words: list[str], root: Path, timeout_s: float) -> dict:
     argv = [sys.executable, str(root / ENTRY), *words]   # the job: python /kernloop/kernloop_entry.py
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNLOOP_")}
     t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         cwd=tempfile.gettempdir(), stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env,
-                           cwd=tempfile.gettempdir(), stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return {"name": name, "ok": False, "error": f"timed out after {timeout_s:g} s"}
+        stdout, stderr = p.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:   # the entry, its checker and the workers: the whole group
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return {"name": name, "ok": False, "error": f"timed out after {timeout_s:g} s",
+                "args": " ".join([f"{CONTAINER_DIR}/{ENTRY}", *words])}
     out = {"name": name, "args": " ".join([f"{CONTAINER_DIR}/{ENTRY}", *words]),
            "returncode": p.returncode, "wall_s": round(time.monotonic() - t0, 2),
-           "stderr_tail": p.stderr[-3000:]}
+           "stderr_tail": stderr[-3000:]}
     try:
-        res = parse_result_line(p.stdout)
+        res = parse_result_line(stdout)
     except Exception as e:   # noqa: BLE001 - reported, and the exit status says so
         return {**out, "ok": False, "error": f"no usable result line: {e}"}
     out.update(result=res, problems=validate_result(res))
@@ -136,7 +141,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--mode", default="gpu", choices=["gpu", "interpret-timed"])
-    ap.add_argument("--timeout", type=float, default=80.0, help="seconds per job")
+    ap.add_argument("--timeout", type=float, default=42.0,
+                    help="seconds per job (two jobs: the whole script stays under 90 s)")
     a = ap.parse_args(argv)
     spec = load_spec(SPEC)
     ns = NebiusSettings(check_mode=a.mode, ncu=settings.get("KERNLOOP_NCU"))
