@@ -206,13 +206,16 @@ def launch_cost(torch, fn, args, n: int = 50, cuda: bool = True) -> dict:
     if cuda:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn(*args)
-    if cuda:
+        for _ in range(n):
+            fn(*args)
         end.record()
         torch.cuda.synchronize()
-    b2b = start.elapsed_time(end) / n if cuda else (time.perf_counter() - t0) * 1e3 / n
+        b2b = start.elapsed_time(end) / n
+    else:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn(*args)
+        b2b = (time.perf_counter() - t0) * 1e3 / n
     return {"host_us": statistics.median(host), "host_us_min": min(host), "b2b_ms": b2b, "n": n}
 
 
