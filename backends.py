@@ -58,7 +58,8 @@ def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path
         files[f"checker_{name[:-3]}"] = workdir / name
         shutil.copyfile(CHECKER.parent / name, files[f"checker_{name[:-3]}"])
     for src in CHECKER_SIGHT:
-        shutil.copyfile(src, workdir / src.name)
+        files[f"checker_{src.stem}"] = workdir / src.name
+        shutil.copyfile(src, files[f"checker_{src.stem}"])
     return files
 
 

@@ -13,7 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
-from backends import stage_job
+from backends import CHECKER_SIGHT, stage_job
 from resultline import ResultLineError, parse_result_line
 
 
@@ -25,9 +25,12 @@ def stage_batch(spec, candidates: list[tuple[str, Path]], champion: Path | None,
                 entry_name: str) -> dict[str, Path]:
     """The files of one batch job: the checker, spec and champion once (no champion file: the
     torch reference), each candidate as candidate-<id>.py, batch.json (the ids, in order), and
-    the batch entry as `entry_name`."""
+    the batch entry as `entry_name`. Not the second look's modules: a batch job does none
+    (checker/nebius_batch_entry.py says why)."""
     workdir = Path(workdir).resolve()
     files = stage_job(spec, None, champion, workdir)
+    for src in CHECKER_SIGHT:
+        del files[f"checker_{src.stem}"]
     for cid, path in candidates:
         files[f"candidate-{cid}"] = workdir / f"candidate-{cid}.py"
         shutil.copyfile(path, files[f"candidate-{cid}"])

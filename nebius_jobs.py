@@ -1,30 +1,18 @@
 """NebiusBackend: run the checker as a Nebius AI Cloud Serverless Job through the `nebius` CLI.
 
-One candidate = one job. The checker, the resolved spec, the candidate, the champion and a tiny
-entry script (checker/nebius_entry.py) are injected into the container with `--inject-file`; the
-container runs `python /kernloop/kernloop_entry.py MODE`; KernLoop polls the job to a final state, reads its logs
-and finds the one KERNLOOP_RESULT line with the parser every backend shares (resultline.py).
+One candidate = one job. The checker (the second look's modules too), the resolved spec, the
+candidate, the champion and a tiny entry script (checker/nebius_entry.py) are injected into the
+container with `--inject-file`; the container runs `python /kernloop/kernloop_entry.py MODE
+[peers] ncu=auto|off`; KernLoop polls the job to a final state, reads its logs and finds the one
+KERNLOOP_RESULT line with the parser every backend shares (resultline.py).
 
-What the CLI is known to do (sources: Nebius' own agent skills, github.com/nebius/skills, the
-`ai job create` flag skeleton for CLI 0.12.265; the nebius.ai.v1 Job protobuf in nebius/pysdk;
-published cookbook scripts). VERIFIED there:
-  * `ai job create` flags: --name --image --platform --preset --container-command --args
-    --inject-file LOCAL:/abs/container/path (repeatable, <= 64 KiB, read-only in the container)
-    --parent-id --subnet-id --timeout (1h..168h, default 24h) --disk-size (e.g. 100Gi) --async;
-    `--args` is ONE string split on spaces, so we pass a path and a mode word, neither with a space.
-  * `ai job get --id <id> --format json` -> .status.state, one of PROVISIONING, STARTING,
-    RUNNING, CANCELLING, DELETING, COMPLETED, FAILED, CANCELLED, ERROR (IMAGE_PULLING in newer
-    APIs); .status.state_details {code, message}; .metadata.id is "aijob-...".
-  * `ai job logs <id>` takes the id POSITIONALLY; it prints nothing, exit 0, while a job has not
-    started. `ai job cancel --id <id>`. `ai job get-by-name --name <n>` -> .metadata.id.
-  * Errors print as plain text even with --format json: branch on the exit code, never parse the
-    stdout of a failed command. A missing profile prints "missing configuration ... nebius
-    profile create". Without flags the CLI picks gpu-h100-sxm (eu-north1) or gpu-h200-sxm
-    (elsewhere) and the platform's smallest preset, 1gpu-16vcpu-200gb for both; we pass them.
-INFERRED (not verified against a live account): the exact JSON `create --async --format json`
-prints (an operation; we look for resource_id, then metadata.id, then any "aijob-..." token,
-then fall back to get-by-name); the exact log line format (timestamps, colours: we strip both);
-whether state strings may carry a "STATE_" prefix (we accept both).
+Peers and the second look are the local backend's, in the same job: the baseline and final jobs
+ask for `peers`; every job's checker runs with --profile-kernel, so the judge profiles a
+candidate that may be promoted (its mean beats the champion's) right after its verdict, in the
+container that timed it: no second container start. A batch job does no second look (see
+checker/nebius_batch_entry.py).
+
+The CLI itself (what is verified about it, one call, its output) is nebius_cli.py.
 """
 from __future__ import annotations
 
@@ -33,66 +21,25 @@ import re
 import secrets
 import shlex
 import shutil
-import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from backends import Backend, failed_result, stage_job
 from nebius_batch import BATCH_MARKER, parse_batch_lines, stage_batch
-from nebius_settings import NebiusSettings, settings_from_env
+from nebius_cli import (FINAL_STATES, CliMissing, CliOut, classify_cli_error,  # noqa: F401
+                        job_id_from_create, job_status, load_json, normalize_state, run_cli)
+from nebius_settings import NebiusSettings, settings_from_env  # noqa: F401
 from resultline import MARKER, ResultLineError, parse_result_line, strip_ansi, validate_result
 
 MAX_INJECT_BYTES = 64 * 1024          # --inject-file limit (verified)
 CONTAINER_DIR = "/kernloop"           # absolute, as --inject-file requires
 ENTRY = "kernloop_entry.py"
 ENTRY_SOURCE = Path(__file__).resolve().parent / "checker" / "nebius_entry.py"
-FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "ERROR")
-# nebius.ai.v1.JobStatus.State numbers, in case a JSON printer ever emits the enum as an int.
-_STATE_BY_NUMBER = ("STATE_UNSPECIFIED", "PROVISIONING", "STARTING", "RUNNING", "CANCELLING",
-                    "DELETING", "COMPLETED", "FAILED", "CANCELLED", "ERROR")
-_JOB_ID = re.compile(r"\baijob-[a-z0-9]+\b")
 MAX_GET_FAILURES = 5                  # consecutive failed `get` calls before giving up
 
 # ---------------------------------------------------------------- small pure helpers
-
-def normalize_state(raw) -> str:
-    """'RUNNING', 'STATE_RUNNING', 3 -> 'RUNNING'; anything else -> upper-cased string."""
-    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < len(_STATE_BY_NUMBER):
-        raw = _STATE_BY_NUMBER[raw]
-    s = str(raw or "").strip().upper()
-    return s[len("STATE_"):] if s.startswith("STATE_") and s != "STATE_UNSPECIFIED" else s
-
-
-def load_json(text: str):
-    """JSON from CLI stdout (colour codes removed); None when it is not JSON."""
-    try:
-        return json.loads(strip_ansi(text))
-    except (json.JSONDecodeError, TypeError):
-        return None
-
-
-def job_id_from_create(stdout: str) -> str | None:
-    """The job id in `ai job create --async --format json` output (an operation, or the job)."""
-    obj = load_json(stdout)
-    if isinstance(obj, dict):
-        for cand in (obj.get("resource_id"), (obj.get("metadata") or {}).get("id"),
-                     (obj.get("resource") or {}).get("metadata", {}).get("id")
-                     if isinstance(obj.get("resource"), dict) else None):
-            if isinstance(cand, str) and cand:
-                return cand
-    m = _JOB_ID.search(strip_ansi(stdout))
-    return m.group(0) if m else None
-
-
-def job_status(obj) -> tuple[str, dict]:
-    """(state, state_details) from `ai job get --format json` output."""
-    status = (obj.get("status") or {}) if isinstance(obj, dict) else {}
-    details = status.get("state_details") or {}
-    return normalize_state(status.get("state")), details if isinstance(details, dict) else {}
-
 
 def oversized(files: dict[str, Path]) -> list[str]:
     """'name (N bytes)' for every file over the --inject-file limit."""
@@ -106,19 +53,17 @@ def job_name(spec_name: str, tag: str) -> str:
     return f"{base[:52].rstrip('-')}-{secrets.token_hex(3)}"
 
 
-def classify_cli_error(text: str) -> tuple[str, str]:
-    """(what went wrong, the next step) for the CLI errors the Nebius docs describe."""
-    low = text.lower()
-    if any(s in low for s in ("missing configuration", "profile create", "unauthenticated",
-                              "not authenticated", "authentication", "expired", "login")):
-        return "not logged in", ("run `nebius profile create` (or re-authenticate the profile) "
-                                 "and retry")
-    if "resource_exhausted" in low or "not enough resources" in low:
-        return "create rejected", "no capacity for this platform/preset now: try another one"
-    if "permissiondenied" in low or "permission denied" in low:
-        return "create rejected", ("the profile lacks a permission on the project (Serverless AI "
-                                   "jobs, or a VPC grant); check KERNLOOP_NEBIUS_PARENT_ID")
-    return "create rejected", ""
+def interpret_note(res: dict) -> str:
+    """backend_meta's note on an interpret-mode result: never a GPU measurement."""
+    if res.get("clock") == "host":
+        return "checker ran in interpret mode timed on the host clock (CPU): not a GPU measurement"
+    return "checker ran in interpret mode (CPU, correctness only): not a GPU measurement"
+
+
+def entry_words(settings: NebiusSettings, peers: bool) -> list[str]:
+    """What a single-candidate job's entry is told after its path: the checker mode, `peers`
+    for the baseline and final jobs, and this machine's KERNLOOP_NCU (checker/nebius_entry.py)."""
+    return [settings.check_mode, *(["peers"] if peers else []), f"ncu={settings.ncu}"]
 
 
 def write_entry(workdir: Path) -> Path:
@@ -126,30 +71,7 @@ def write_entry(workdir: Path) -> Path:
     return Path(shutil.copyfile(ENTRY_SOURCE, Path(workdir) / ENTRY))
 
 
-# ---------------------------------------------------------------- the CLI
-
-@dataclass
-class CliOut:
-    returncode: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0
-
-    def why(self) -> str:
-        """The CLI's own (plain-text) error, shortened, for a message."""
-        if self.timed_out:
-            return "the CLI call timed out"
-        text = strip_ansi(self.stderr).strip() or strip_ansi(self.stdout).strip() or "(no output)"
-        return f"exit {self.returncode}: {text[-600:]}"
-
-
-class CliMissing(Exception):
-    pass
-
+# ---------------------------------------------------------------- one job
 
 class _Job:
     """What one evaluate() learns: the journal for nebius_job.log and the backend_meta."""
@@ -162,6 +84,7 @@ class _Job:
         self.states: list[list] = []
         self.details: dict = {}
         self.journal: list[str] = []
+        self.words: list[str] = [settings.check_mode]   # the entry's arguments after its path
 
     def elapsed(self) -> float:
         return round(time.monotonic() - self.t0, 3)
@@ -185,7 +108,7 @@ class _Job:
         return {"job_id": self.id, "job_name": self.name, "wall_s": self.elapsed(),
                 "states": self.states, "state_details": self.details or None,
                 "platform": s.platform, "preset": s.preset, "image": s.image,
-                "check_mode": s.check_mode}
+                "check_mode": s.check_mode, "entry_args": " ".join(self.words)}
 
 
 # ---------------------------------------------------------------- the backend
@@ -203,6 +126,16 @@ class NebiusBackend(Backend):
         self._interrupted = threading.Event()   # set from the loop's thread on Ctrl-C
         if s.check_mode == "interpret":
             self.device += " (checker in interpret mode: CPU, correctness only, no GPU timing)"
+        elif s.check_mode == "interpret-timed":
+            self.device += (" (checker in interpret mode timed on the host clock: CPU, "
+                            "not a GPU measurement)")
+            self.synthetic = True   # the interpreter's host time: labelled on every line it touches
+
+    @property
+    def times_peers(self) -> bool:
+        """evaluate(..., peers=True) times the peers in the job: on a GPU, or on the host clock;
+        a plain interpret-mode checker times nothing."""
+        return self.settings.check_mode != "interpret"
 
     def interrupt(self) -> None:
         """Jobs waited on in other threads give up now and are cancelled (never left billing)."""
@@ -215,23 +148,9 @@ class NebiusBackend(Backend):
     # -- CLI plumbing
 
     def _cli(self, job: _Job, args: list[str], cwd: Path | None = None) -> CliOut:
-        """Run one CLI call. The environment passes through untouched: the CLI needs its own
-        config and credentials (candidate code never runs here, it runs in the job)."""
+        """Run one CLI call (nebius_cli.run_cli) and journal it."""
         s = self.settings
-        exe = shutil.which(s.cli)
-        if exe is None:
-            raise CliMissing(f"the nebius CLI was not found (KERNLOOP_NEBIUS_CLI={s.cli!r}, "
-                             "PATH searched); install it (docs.nebius.com/cli/install) and run "
-                             "`nebius profile create`")
-        argv = [exe, *args] + (["--profile", s.profile] if s.profile else [])
-        try:
-            p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, errors="replace",
-                               stdin=subprocess.DEVNULL, timeout=s.cli_timeout_s)
-            out = CliOut(p.returncode, p.stdout, p.stderr)
-        except subprocess.TimeoutExpired as e:
-            out = CliOut(None, _text(e.stdout), _text(e.stderr), timed_out=True)
-        except OSError as e:   # not executable, vanished between which() and exec
-            raise CliMissing(f"the nebius CLI at {exe} could not be run: {e}") from None
+        out = run_cli(s.cli, s.profile, args, cwd, s.cli_timeout_s)
         job.log(f"$ nebius {shlex.join(args)} -> "
                 + ("timeout" if out.timed_out else f"exit {out.returncode}"), echo=False)
         return out
@@ -241,7 +160,7 @@ class NebiusBackend(Backend):
         args = ["ai", "job", "create", "--name", job.name, "--image", s.image,
                 "--platform", s.platform, "--preset", s.preset, "--timeout", s.job_timeout,
                 "--disk-size", s.disk, "--container-command", "python",
-                "--args", f"{CONTAINER_DIR}/{ENTRY} {s.check_mode}"]   # two words, no spaces inside
+                "--args", " ".join([f"{CONTAINER_DIR}/{ENTRY}", *job.words])]   # no spaces inside
         for flag, value in (("--parent-id", s.parent_id), ("--subnet-id", s.subnet_id)):
             if value:
                 args += [flag, value]
@@ -358,6 +277,7 @@ class NebiusBackend(Backend):
     def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
         workdir = Path(workdir)
         job = _Job(self.settings.for_spec(spec), self.say)
+        job.words = entry_words(job.settings, peers and self.times_peers)
         files = stage_job(spec, candidate and Path(candidate), champion and Path(champion), workdir)
         files["entry"] = write_entry(workdir)
         try:
@@ -423,13 +343,13 @@ class NebiusBackend(Backend):
                                            f"result for {cid}: {why}"
                                            + (f" ({problem})" if problem else ""), log_tail=tail))
                 continue
-            res["backend"], res["synthetic"] = self.name, False
+            res["backend"], res["synthetic"] = self.name, self.synthetic
             meta = res.setdefault("backend_meta", {})
             meta.update(job.meta(), batch=cids, batch_index=i)
             if why:
                 meta["note"] = why
             if res.get("mode") == "interpret":
-                meta["note"] = "checker ran in interpret mode (CPU, correctness only): not a GPU measurement"
+                meta["note"] = interpret_note(res)
             out.append(res)
         job.log(f"batch job {job.id} done in {job.elapsed():.1f} s: "
                 f"{sum(bool(r.get('ok')) for r in out)}/{len(cids)} ok")
@@ -456,11 +376,11 @@ class NebiusBackend(Backend):
         if problems:
             return self._fail(job, f"nebius: job {job.id} printed a malformed result line: "
                                    f"{'; '.join(problems[:5])}", log_tail=tail)
-        res["backend"], res["synthetic"] = self.name, False
+        res["backend"], res["synthetic"] = self.name, self.synthetic
         meta = res.setdefault("backend_meta", {})
         meta.update(job.meta())
         if res.get("mode") == "interpret":
-            meta["note"] = "checker ran in interpret mode (CPU, correctness only): not a GPU measurement"
+            meta["note"] = interpret_note(res)
         if not res.get("ok"):
             meta["log_tail"] = tail
         job.log(f"job {job.id} done in {job.elapsed():.1f} s: ok={res.get('ok')} "
@@ -469,7 +389,7 @@ class NebiusBackend(Backend):
 
     def _fail(self, job: _Job, error: str, **extra) -> dict:
         job.log(error)
-        return failed_result(self.name, False, stage="backend", error=error, **job.meta(), **extra)
+        return failed_result(self.name, self.synthetic, stage="backend", error=error, **job.meta(), **extra)
 
     def _write_journal(self, job: _Job, workdir: Path) -> None:
         try:
@@ -477,8 +397,3 @@ class NebiusBackend(Backend):
         except OSError:
             pass
 
-
-def _text(b) -> str:
-    if b is None:
-        return ""
-    return b.decode("utf-8", "replace") if isinstance(b, bytes) else b

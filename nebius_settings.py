@@ -24,6 +24,7 @@ class NebiusSettings:
     cli_timeout_s: float = 120.0
     check_mode: str = "gpu"
     max_jobs: int = 4                     # jobs at once with --parallel
+    ncu: str = "auto"                     # KERNLOOP_NCU, passed to the job's checker as ncu=...
     from_env_keys: frozenset = field(default_factory=frozenset)   # which fields the user set
 
     # What a spec may set under `nebius:`; the environment still wins over the spec.
@@ -54,4 +55,5 @@ def settings_from_env(env=None) -> NebiusSettings:
             if settings.is_set(var, env)}
     if settings.is_set("KERNLOOP_NEBIUS_MAX_JOBS", env):
         vals["max_jobs"] = settings.get("KERNLOOP_NEBIUS_MAX_JOBS", env)
-    return NebiusSettings(**vals, from_env_keys=frozenset(vals))
+    ncu = settings.get("KERNLOOP_NCU", env)   # the container sees none of this machine's variables
+    return NebiusSettings(**vals, ncu=ncu, from_env_keys=frozenset(vals))

@@ -90,8 +90,9 @@ _VARS = [
         "shape by shape instead of all shapes at once in threads (default 1; the GPU path only)"),
     Var("KERNLOOP_NCU", ("auto", "off"), "auto", "`auto` (default): where `ncu` (Nsight Compute) is "
         "on PATH, the profile of a champion includes one ncu-profiled call of it (DRAM bytes, "
-        "throughput % of peak, achieved occupancy, top warp stalls); `off`: never run ncu. Anything "
-        "else is an error"),
+        "throughput % of peak, achieved occupancy, top warp stalls); where it is not, the profile "
+        "says so; `off`: never run ncu. Anything else is an error. A Nebius job's checker gets "
+        "this machine's value (`ncu=` in the job's arguments)"),
     Var("KERNLOOP_PYCACHE", ("0", "1"), "1", "`0` leaves Python's bytecode settings of checker "
         "children alone. By default, where torch's bytecode is not kept (`PYTHONDONTWRITEBYTECODE` "
         "set, or a read-only install) the children write it under "
@@ -177,9 +178,11 @@ _VARS = [
         "(default: 4)", 1, 1000),
     Var("KERNLOOP_SYNTHETIC_WORKERS", int, None, "CPU evaluation workers of the synthetic backend "
         "with `--parallel` (default: the CPU count; never more than K)", 1, 1024),
-    Var("KERNLOOP_NEBIUS_CHECK_MODE", ("gpu", "interpret"), "gpu", "checker mode inside the job: "
-        "gpu (default) or interpret (Triton interpreter on the job's CPU, correctness only, no "
-        "timing; used by the tests)"),
+    Var("KERNLOOP_NEBIUS_CHECK_MODE", ("gpu", "interpret", "interpret-timed"), "gpu", "checker "
+        "mode inside the job: gpu (default), interpret (Triton interpreter on the job's CPU, "
+        "correctness only, no timing, no peers) or interpret-timed (the interpreter, with the A/B, "
+        "the peers and the second look timed on the host clock: a CPU test of the whole path, "
+        "never a measurement, so the run is labelled SYNTHETIC; both used by the tests)"),
 ]
 VARS: dict[str, Var] = {v.name: v for v in _VARS}
 

@@ -11,7 +11,7 @@ prints on stdout whatever happens. Exit status 0 means the line was written (pas
          (--champion champ.py | --champion-torch)
          [--mode gpu|interpret] [--no-timing] [--flush read|rotate|zero|none] [--draws 3]
          [--warmup N] [--reps N] [--rounds 1] [--min-warm-ms 50] [--settle-us 200] [--no-prewarm]
-         [--profile] [--backend NAME] [--synthetic] [--peers] [--profile-kernel]
+         [--profile] [--backend NAME] [--synthetic] [--peers] [--profile-kernel] [--host-clock]
 
 --peers and --profile-kernel (GPU; checker/sight.py and its modules staged beside this file) add
 the spec's peers timed beside the candidate, and the candidate's profile, to the result line;
@@ -21,7 +21,10 @@ the peers run in the judge, the candidate's calls and profile in its worker.
 workers and adds each round's statistics to the result line as `rounds`.
 
 --mode interpret runs the Triton interpreter on the CPU, on the spec's check_shapes, with bf16
-replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), and never times.
+replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), and never times;
+with --host-clock it times anyway, on the host clock, on the first check shape: the A/B, the
+peers and the second look run as on a GPU (a CPU test of that path; its numbers are the
+interpreter's, never a measurement; no roofline, no compiled-kernel profile).
 """
 from __future__ import annotations
 
@@ -111,7 +114,7 @@ def arena_bytes(tensors_shapes) -> int:
 
 def run(args, spec: dict, result: dict, sides: dict) -> None:
     interpret = args.mode == "interpret"
-    timing_on = not interpret and not args.no_timing
+    timing_on = not args.no_timing and (not interpret or args.host_clock)
     # Workers first: their torch import and CUDA context overlap the judge's own, and its
     # references.
     _phase(result, "spawn")
@@ -136,6 +139,8 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
         dtype_of = lambda n: V.torch_dtype(torch, sub if n == "bfloat16" else n)  # noqa: E731
         shapes, ref_dtype = spec["check_shapes"], torch.float64
         result["check_dtype"] = sub
+        if timing_on:
+            result["clock"] = "host"   # --host-clock: the interpreter's time, not a measurement
     else:
         if not torch.cuda.is_available():
             raise Reject("harness", "no CUDA device visible (use --mode interpret on a CPU)")
@@ -280,7 +285,8 @@ def second_look(torch, spec, args, result, cand, timed, device, ref_dtype) -> No
                          None if args.candidate_torch else args.candidate, args.warmup, args.reps,
                          args.min_warm_ms / 1e3, ref_fn=V.reference_callable(torch, spec),
                          make_call=lambda f: __import__("peers").event_call(
-                             torch, f, xs, flush, timing.timed_call))
+                             torch, f, xs, flush, timing.timed_call),
+                         backend="inductor" if device.type == "cuda" else "eager")
     except Exception as e:   # noqa: BLE001 - never fails the job: the verdict above stands
         result["sight_error"] = f"{type(e).__name__}: {str(e)[:500]}"
 
@@ -335,6 +341,9 @@ def parse_args(argv=None):
     p.add_argument("--profile-kernel", action="store_true",
                    help="GPU: profile the candidate when it may be promoted (always with --peers): "
                         "compiled kernel, occupancy, launch cost, ncu where KERNLOOP_NCU allows")
+    p.add_argument("--host-clock", action="store_true",
+                   help="interpret mode: time the A/B and the second look on the host clock "
+                        "(a CPU test of the timing path; never a measurement)")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
     p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")

@@ -189,31 +189,50 @@ def compiled_kernels(torch, fn, args, lim: SMLimits | None, sms: int | None, mod
     return out
 
 
-def launch_cost(torch, fn, args, n: int = 50) -> dict:
+def launch_cost(torch, fn, args, n: int = 50, cuda: bool = True) -> dict:
     """Host µs per call with an empty queue (median; no sync inside the timed call) and the time
-    per call of n calls issued back to back with one sync at the end (CUDA events)."""
+    per call of n calls issued back to back with one sync at the end (CUDA events; the host
+    clock with `cuda` False: the interpreter, where the host does all the work)."""
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     for _ in range(3):
         fn(*args)
     host = []
     for _ in range(n):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         fn(*args)
         host.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(n):
-        fn(*args)
-    end.record()
-    torch.cuda.synchronize()
-    return {"host_us": statistics.median(host), "host_us_min": min(host),
-            "b2b_ms": start.elapsed_time(end) / n, "n": n}
+    sync()
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(n):
+            fn(*args)
+        end.record()
+        torch.cuda.synchronize()
+        b2b = start.elapsed_time(end) / n
+    else:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn(*args)
+        b2b = (time.perf_counter() - t0) * 1e3 / n
+    return {"host_us": statistics.median(host), "host_us_min": min(host), "b2b_ms": b2b, "n": n}
+
+
+INTERPRETER_CALLS = 5   # launch-cost calls on the host clock: an interpreter call takes ~30 ms
 
 
 def profile(torch, fn, args, gpu_ms: float | None, n: int = 50, module=None) -> dict:
-    """Everything above for one entry on its timed inputs; `cost_s` is the wall time it took."""
+    """Everything above for one entry on its timed inputs; `cost_s` is the wall time it took.
+    On the CPU (interpret mode, --host-clock) only the launch cost, on the host clock: the
+    interpreter compiles no kernel, so there are no registers, shared memory or occupancy."""
     t0 = time.monotonic()
+    if not any(getattr(a, "is_cuda", False) for a in args):
+        cost = launch_cost(torch, fn, args, n=min(n, INTERPRETER_CALLS), cuda=False)
+        return {"kernels": [], "kernels_skipped": "interpret mode: the Triton interpreter compiles "
+                "no kernel (no registers, shared memory or occupancy)", "launch": cost,
+                "verdict": launch_bound(gpu_ms, cost["b2b_ms"], cost["host_us"]), "sms": None,
+                "device_limits": None, "clock": "host", "cost_s": time.monotonic() - t0}
     dev = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(dev)
     lim = limits_for(torch.cuda.get_device_capability(dev))

@@ -159,7 +159,9 @@ def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 1
     kernel or ncu failure: the result says `ok` false and why (the profile is optional)."""
     ncu = ncu or find_ncu()
     if not ncu:
-        return {"ok": False, "skipped": True, "error": "ncu not on PATH or KERNLOOP_NCU=off"}
+        why = "KERNLOOP_NCU=off" if ncu_mode() == "off" else \
+            "ncu (Nsight Compute) is not on PATH on this machine: no hardware counters"
+        return {"ok": False, "skipped": True, "error": why}
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kernloop_ncu_") as tmp:
         log = Path(tmp) / "ncu.csv"

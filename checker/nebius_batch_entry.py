@@ -6,6 +6,11 @@ candidate ids, in order) and candidate-<id>.py for each; without champion.py the
 spec's reference run in torch (`baseline: torch`). Each checker's stdout is printed as ONE
 line, base64, tagged with its candidate: `KERNLOOP_BATCH <id> <exit code> <base64>`, so one
 candidate's output can never pass for another's (nebius_batch.parse_batch_lines reads them).
+
+No second look here (no --profile-kernel, no --peers): a batch winner is promoted only after it
+is confirmed alone in a fresh single-candidate job (checker/nebius_entry.py), and that job's
+result, profile included, is the one the run logs; a profile taken here would be thrown away.
+`interpret-timed` times the interpreter on the host clock (--host-clock; never a measurement).
 """
 import base64
 import json
@@ -15,7 +20,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODES = ("gpu", "interpret")
+MODES = {"gpu": ["--mode", "gpu"], "interpret": ["--mode", "interpret"],
+         "interpret-timed": ["--mode", "interpret", "--host-clock"]}
 TAG = "KERNLOOP_BATCH "   # nebius_batch.BATCH_MARKER
 
 
@@ -36,7 +42,7 @@ def main(argv):
     for cid in cids:
         print("kernloop batch entry: candidate", cid, file=sys.stderr, flush=True)
         cmd = [sys.executable, p("check.py"), "--spec", p("spec.json"), "--candidate",
-               p(f"candidate-{cid}.py"), *champion, "--mode", mode, "--backend", "nebius"]
+               p(f"candidate-{cid}.py"), *champion, *MODES[mode], "--backend", "nebius"]
         out = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=env, stdout=subprocess.PIPE,
                              stdin=subprocess.DEVNULL)
         print(f"{TAG}{cid} {out.returncode} {base64.b64encode(out.stdout).decode('ascii')}", flush=True)

@@ -1,5 +1,6 @@
-"""The checker's second look at a timed candidate (GPU only): its peers timed beside it, and its
-profile (compiled kernel, occupancy, launch cost, one ncu-profiled call) when it may be promoted.
+"""The checker's second look at a timed candidate (GPU; the host clock in interpret mode with
+--host-clock): its peers timed beside it, and its profile (compiled kernel, occupancy, launch
+cost, one ncu-profiled call) when it may be promoted.
 
 Called by the checker after the A/B timing passed, in the same process: the peers and the
 candidate are timed with the same flush and one CUDA event pair per call, interleaved rep by

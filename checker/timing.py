@@ -112,6 +112,7 @@ class Flusher:
 
     def __init__(self, torch, device, method: str, settle_us: float = 0.0):
         self.torch, self.method = torch, method
+        self.cuda = device.type == "cuda"   # False: interpret mode, timed on the host clock
         self.settle_cycles = 0
         if settle_us > 0 and device.type == "cuda" and method in ("read", "zero"):
             self.settle_cycles = int(settle_us * sleep_cycles_per_us(torch))
@@ -147,13 +148,33 @@ def sleep_cycles_per_us(torch) -> float:
     return cycles / max(start.elapsed_time(end) * 1e3, 1.0)
 
 
-def timed_call(torch, fn, args, flush: Flusher, watch):
+class HostEvent:
+    """The host clock with a CUDA event's two calls (record, elapsed_time in ms): the timer of
+    `--host-clock` in interpret mode, where nothing runs on a GPU. Never a GPU measurement."""
+    host = True
+
+    def __init__(self):
+        self.t = None
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end: "HostEvent") -> float:
+        return (end.t - self.t) * 1e3
+
+
+def timed_call(torch, fn, args, flush: Flusher | None, watch):
     """One call between a CUDA event pair, after the flush and its settle spin, under `watch`
     (the op recorder). Returns (output, start event, end event, host ms between the two
     records: when it outlasts the settle spin, the GPU idled inside the timed region); the
-    caller syncs."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    flush()
+    caller syncs. Without a CUDA flush (`flush` None or on the CPU: interpret mode with
+    --host-clock) the pair is the host clock's (HostEvent)."""
+    if flush is None or not getattr(flush, "cuda", True):
+        start, end = HostEvent(), HostEvent()
+    else:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if flush is not None:
+        flush()
     with watch:
         start.record()
         t0 = time.perf_counter()

@@ -119,9 +119,9 @@ class Worker:
         ms = host_ms = None
         try:
             if payload.get("timed"):
-                if not self.timed_before:   # both workers' allocators enter the A/B alike:
-                    self.timed_before = True   # what correctness calls left cached is let go
-                    torch.cuda.synchronize()
+                if not self.timed_before and self.device.type == "cuda":
+                    self.timed_before = True   # both allocators enter the A/B alike: what the
+                    torch.cuda.synchronize()   # correctness calls left cached is let go
                     torch.cuda.empty_cache()
                 out, start, end, host_ms = self.timing.timed_call(torch, self.fn, args, self.flush, self.rec)
             else:

@@ -10,7 +10,8 @@ in FAKE_NEBIUS_SCENARIO says:
                mode the entry script says); get walks PROVISIONING, STARTING, RUNNING, then
                COMPLETED (FAILED if the container exited non-zero); the first `logs` call prints
                nothing (a job's logs start empty), later ones print the container's output with
-               timestamps and ANSI colour codes.
+               timestamps and ANSI colour codes. The container gets this process's environment
+               without KernLoop's own KERNLOOP_* variables (a real one sees none of the host's).
   failed/error the container "crashes": FAILED / ERROR with state_details, a traceback in the logs
   no_result    COMPLETED, logs without any KERNLOOP_RESULT line
   hang         RUNNING forever, until `ai job cancel`: then CANCELLING, CANCELLED
@@ -217,8 +218,11 @@ class Fake:
         argv = [a for a in job["args"].split(" ") if a]
         exe = sys.executable if job["container_command"] == "python" else job["container_command"]
         argv = [str(root / a.lstrip("/")) if a.startswith("/") else a for a in argv]
+        # A real container sees none of this machine's variables: KernLoop's own are left out, so
+        # whatever the job needs from them must come through its arguments.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KERNLOOP_")}
         p = subprocess.run([exe, *argv], capture_output=True, text=True, timeout=600,
-                           cwd=str(root), stdin=subprocess.DEVNULL)
+                           cwd=str(root), stdin=subprocess.DEVNULL, env=env)
         out = p.stdout
         if os.environ.get("FAKE_NEBIUS_TIMING") == "emulate":
             out = emulate_timing(out)

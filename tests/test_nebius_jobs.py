@@ -32,7 +32,8 @@ FAST = {"KERNLOOP_NEBIUS_CHECK_MODE": "interpret", "KERNLOOP_NEBIUS_POLL_S": "0.
         "KERNLOOP_NEBIUS_LOG_WAIT_S": "0.5", "KERNLOOP_NEBIUS_WAIT_S": "120",
         "KERNLOOP_NEBIUS_CLI_TIMEOUT_S": "120"}
 INJECTED = ("check.py", "spec.json", "candidate.py", "champion.py", "kernloop_entry.py", "judge.py",
-            "worker.py", "ab.py", "channel.py", "contain.py", "timing.py", "validate.py")
+            "worker.py", "ab.py", "channel.py", "contain.py", "timing.py", "validate.py",
+            "sight.py", "peers.py", "kernelprofile.py", "ncu.py")   # the second look's, too
 
 
 @pytest.fixture
@@ -96,9 +97,11 @@ def test_success_injects_the_files_runs_the_checker_and_reads_coloured_logs(fake
     calls = fake.calls()
     create = calls[0]["argv"]
     assert commands(calls)[0] == "ai job create" and calls[0]["cwd"] == str(fake.workdir)
-    # The injected entry script and its mode are the whole command line: no word holds a space.
+    # The injected entry script, its mode and options are the whole command line: no word holds
+    # a space. KERNLOOP_NCU travels as a word (the container sees none of this machine's variables).
     assert flag_values(create, "--container-command") == ["python"]
-    assert flag_values(create, "--args") == ["/kernloop/kernloop_entry.py interpret"]
+    assert flag_values(create, "--args") == ["/kernloop/kernloop_entry.py interpret ncu=auto"]
+    assert meta["entry_args"] == "interpret ncu=auto"
     injected = dict(v.split(":", 1) for v in flag_values(create, "--inject-file"))
     assert injected == {n: f"/kernloop/{n}" for n in INJECTED}
     assert "--async" in create and flag_values(create, "--format") == ["json"]

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
     ("KERNLOOP_LLM_MAX_TOKENS", "1.5", "an integer in [1, 1e+07]"),
     ("KERNLOOP_RESEARCH_MAX_RESULTS", "21", "an integer in [1, 20]"),
     ("KERNLOOP_NEBIUS_WAIT_S", "-1", "a number > 0"),
-    ("KERNLOOP_NEBIUS_CHECK_MODE", "cpu", "one of gpu, interpret"),
+    ("KERNLOOP_NEBIUS_CHECK_MODE", "cpu", "one of gpu, interpret, interpret-timed"),
     ("KERNLOOP_PREWARM", "yes", "one of 0, 1"),
 ])
 def test_a_bad_value_is_one_error_naming_the_variable_and_what_it_accepts(name, raw, accepted):

@@ -1,5 +1,7 @@
-"""bench/sight_h200.py --dry: the whole script on the CPU (interpreter, host clock), one spec."""
+"""bench/sight_h200.py --dry: the whole script on the CPU (interpreter, host clock), one spec;
+bench/nebius_entry_h200.py --mode interpret-timed likewise."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,3 +24,21 @@ def test_dry_run_writes_side_by_side_and_peers(tmp_path):
     assert peers["stats"]["naive baseline"]["n"] == 2
     if not d["liger"]:
         assert "liger-kernel is not installed" in peers["skipped"]["liger"]
+
+
+def test_nebius_entry_bench_on_the_cpu(tmp_path):
+    """bench/nebius_entry_h200.py --mode interpret-timed: the staged container folder and the
+    injected entry, run as a job runs them, on the CPU (host clock; numbers meaningless)."""
+    out = tmp_path / "entry.json"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "nebius_entry_h200.py"), "--mode",
+                        "interpret-timed", "--out", str(out)], capture_output=True, text=True,
+                       timeout=300, env={k: v for k, v in os.environ.items() if k != "KERNLOOP_NCU"})
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    d = json.loads(out.read_text())
+    assert d["problems"] == [] and [j["name"] for j in d["jobs"]] == ["baseline", "candidate"]
+    base, cand = (j["result"] for j in d["jobs"])
+    assert d["jobs"][0]["args"] == "/kernloop/kernloop_entry.py interpret-timed peers ncu=auto"
+    assert "torch.softmax" in base["peers"]["peers"] and "peers" not in cand
+    assert base["profile"]["candidate"]["launch"]["host_us"] > 0
+    assert cand["candidate"]["mean_ms"] < cand["champion"]["mean_ms"] and "profile" in cand
+    assert "baseline: python /kernloop/kernloop_entry.py" in p.stdout and "OK in" in p.stdout
