@@ -8,6 +8,9 @@ workers) re-verifies behaviour at run time; this is the first line of defence, b
 from __future__ import annotations
 
 import ast
+import codecs
+import io
+import tokenize
 
 from contract_walk import Walker, config_literal
 
@@ -135,8 +138,31 @@ def read_config(code: str) -> dict | None:
     return cfg if isinstance(cfg, dict) else None
 
 
+def source_encoding(code: str) -> str | None:
+    """Why `code` could mean another program to Python than the text checked here, or None.
+
+    The contract reads the text; Python decodes a file's bytes by its coding declaration
+    (PEP 263). Under `# coding: utf-7` a comment like `# +AAo-return torch.mm(a, b)` is a
+    newline and a statement to Python: so a kernel file is UTF-8 text, declared so or not at all."""
+    try:
+        raw = code.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"the file is not valid UTF-8 text ({e.reason} at character {e.start})"
+    try:
+        enc, lines = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as e:
+        return f"line 1: {e.msg}: kernel files are UTF-8"
+    if codecs.lookup(enc).name not in ("utf-8", "utf-8-sig"):
+        return (f"line {len(lines)}: coding declaration '{enc}': kernel files are UTF-8 (under "
+                "another codec Python runs a different program from the one checked)")
+    return None
+
+
 def check(code: str, spec) -> list[str]:
     """Reasons `code` breaks the contract for `spec` (entry name and inputs), in source order."""
+    bad = source_encoding(code)
+    if bad:
+        return [bad]
     try:
         tree = ast.parse(code)
     except SyntaxError as e:

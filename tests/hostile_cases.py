@@ -167,6 +167,33 @@ def _fake(torch, fn, args, flush, watch):
     return out, s2, e2
 _T.timed_call = _fake
 """
+# A file whose UTF-8 text (what the contract reads) is an honest launcher, while Python, told
+# `coding: utf-7`, decodes each `+AAo-` in the comment as a newline: the entry returns torch.mm
+# outside the op recorder. No '+' may appear elsewhere (UTF-7 would reject it).
+UTF7_HIDDEN_MM = """# coding: utf-7
+\"\"\"A matmul.\"\"\"
+import torch
+import triton
+import triton.language as tl
+
+CONFIG = dict(BLOCK=32)
+
+
+@triton.jit
+def _k(x_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.store(x_ptr - (-pid), 0.0)
+
+
+def matmul(a, b):
+    M, K = a.shape
+    K2, N = b.shape
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    # tiles +AAo-    import torch.utils._python_dispatch as d+AAo-    with d._disable_current_modes():+AAo-        return torch.mm(a, b)
+    _k[(1,)](c, BLOCK=CONFIG["BLOCK"])
+    return c
+"""
+
 CASES.update({
     "walks_frames_for_judge_state": (_prefix(_STEAL_FRAMES), "no judge state in this process", "any"),
     "reads_reference_tensors": (_prefix(_STEAL_REFS), "no float reference tensor", "any"),
@@ -194,6 +221,7 @@ CASES.update({
         "precision downgrade", "any"),
     "forges_event_times": (_prefix(_FORGE_EVENTS), "work escaped the timed region", "gpu"),
     "exits_worker": (_after_alloc("    import os\n    os._exit(0)\n"), "worker died", "any"),
+    "utf7_hides_torch_mm": (lambda b: UTF7_HIDDEN_MM, "coding declaration 'utf-7'", "any"),
 })
 
 # Faults that kill or hang the checker process itself: the backend must turn them into clean

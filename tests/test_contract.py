@@ -120,6 +120,11 @@ def test_tma_descriptors_and_config_splat_pass():
 L = 49  # the line launcher() inserts at
 J = 16  # the line kernel() inserts at
 HOSTILE = [
+    # -- the bytes Python runs are not the text checked: a coding declaration (PEP 263)
+    ("coding_utf7", hostile_cases.UTF7_HIDDEN_MM, 1, "coding declaration 'utf-7': kernel files are UTF-8"),
+    ("coding_latin1_line2", "#!/usr/bin/env python\n# -*- coding: latin-1 -*-\n" + BASE, 2, "coding declaration 'iso-8859-1'"),
+    ("coding_rot13", "# coding: rot13\n" + BASE, 1, "coding declaration 'rot13'"),
+    ("coding_unknown", "# coding: klingon\n" + BASE, 1, "unknown encoding"),
     # -- the outside world through torch's and triton's module attributes
     ("torch_os_system", launcher("torch.os.system('true')"), L, "'torch.os.system' is not in the allow-list"),
     ("torch_sys_modules", launcher("m = torch.sys.modules['__main__']"), L, "'torch.sys.modules' is not in the allow-list"),
@@ -321,7 +326,7 @@ def test_the_contract_rejects_the_runtime_hostile_cases_it_can_see():
     static = {"lazy_subclass", "caches_by_shape", "torch_fallback_matmul", "torch_mm_via_getattr",
               "try_except_fallback", "patches_event_timer", "patches_checker", "patches_sync",
               "network_access", "forks", "starts_thread", "shell_command", "call_counting_then_garbage",
-              "caches_by_pointer_when_timed", "side_stream_work", "wrong_dtype"}
+              "caches_by_pointer_when_timed", "side_stream_work", "wrong_dtype", "utf7_hides_torch_mm"}
     makes = [make for name, (make, *_) in hostile_cases.CASES.items() if name in static]
     makes += [make for make, _ in hostile_cases.FAULTS.values()]
     assert len(makes) >= 12, "the runtime hostile suite was renamed: update this list"
@@ -336,6 +341,11 @@ def test_entry_kernel_and_config_required():
                for r in contract.check(BASE.replace("CONFIG = dict(BLOCK_M=32", "CONFIG = dict(BLOCK_M=len('ab')"), SPEC))
     assert "no @triton.jit kernel in the file" in contract.check(BASE.replace("@triton.jit\n", ""), SPEC)
     assert contract.check("def broken(:\n", SPEC)[0].startswith("syntax error")
+
+
+def test_utf8_declarations_and_a_bom_still_pass():
+    for head in ("# -*- coding: utf-8 -*-\n", "# coding=utf8\n", "#!/usr/bin/env python\n# vim: set fileencoding=UTF-8 :\n"):
+        assert contract.check(head + BASE, SPEC) == [], head
 
 
 def test_read_config():
