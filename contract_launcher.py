@@ -62,7 +62,7 @@ class Launchers:
         return {SCAL}
 
     def infer(self, fn, env) -> dict:
-        for _ in range(8):
+        while True:   # to the fixpoint: types only grow, over a finite set (a cap let late ones in)
             changed = False
             for n in ast.walk(fn):
                 pairs = []
@@ -96,8 +96,10 @@ class Launchers:
                   if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in self.launchers}
         self.params = {name: [set() for _ in fn.args.args] for name, fn in self.launchers.items()
                        if name in called and name != self.spec.entry}
-        for _ in range(8):
-            before = repr((self.params, self.returns))
+        state = lambda: ({k: [frozenset(x) for x in v] for k, v in self.params.items()},   # noqa: E731
+                         {k: frozenset(v) for k, v in self.returns.items()})
+        while True:   # to the fixpoint, however deep the chain of helpers
+            before = state()
             for name, fn in self.launchers.items():
                 env = self.env(name, fn)
                 ret = set()
@@ -112,7 +114,7 @@ class Launchers:
                             if i < len(slots):
                                 slots[i] |= self.typeof(arg, env)
                 self.returns[name] = self.returns.get(name, set()) | ret
-            if repr((self.params, self.returns)) == before:
+            if state() == before:
                 break
 
     # ------------------------------------------------------------------ launchers: rules

@@ -319,6 +319,34 @@ def test_a_helper_cannot_launder_tensor_compute():
     assert any("attribute '.sum'" in r for r in contract.check(unused, SPEC))
 
 
+def _late_chain(n: int, tail: str) -> str:
+    """A tensor reaching `y<n>` only after n passes of the inference: each name starts as a
+    scalar, and the loop body assigns them in the order that moves the tensor one step a pass."""
+    head = "".join(f"    y{i} = 0\n" for i in range(n, 0, -1))
+    body = "".join(f"        y{i} = y{i - 1}\n" for i in range(n, 1, -1))
+    return BASE.replace(ALLOC, ALLOC + head + f"    for _i in range({n}):\n" + body + "        y1 = a\n" + tail)
+
+
+def _helper_chain(n: int) -> str:
+    """Helpers defined callee-first, so one pass moves the tensor one call deeper; the last
+    one is also called with a scalar, so its parameter is never merely unknown."""
+    helpers = f"def _h{n}(t):\n    return t * 2\n\n\n" + "".join(
+        f"def _h{i}(t):\n    return _h{i + 1}(t)\n\n\n" for i in range(n - 1, 0, -1))
+    return BASE.replace("def matmul(a, b):", helpers + "def matmul(a, b):") \
+        .replace(ALLOC, ALLOC + f"    x = _h{n}(3)\n    d = _h1(c)\n")
+
+
+def test_a_tensor_is_a_tensor_however_late_the_inference_learns_it():
+    """The types are inferred to a fixpoint: a bounded number of passes left a tensor that
+    arrived late typed as a scalar, and arithmetic, indexing and host reads on it passed."""
+    for n in (3, 12, 40):
+        assert any("arithmetic on a tensor ('y%d * 2')" % n in r for r in contract.check(_late_chain(n, f"    d = y{n} * 2\n"), SPEC)), n
+        assert any("indexing a tensor ('y%d[0]')" % n in r for r in contract.check(_late_chain(n, f"    d = y{n}[0]\n"), SPEC)), n
+        assert any("a tensor passed to 'int'" in r for r in contract.check(_late_chain(n, f"    d = int(y{n})\n"), SPEC)), n
+        assert any("arithmetic on a tensor ('t * 2')" in r for r in contract.check(_helper_chain(n), SPEC)), n
+    assert contract.check(_late_chain(12, "    d = y1.shape[0] * 2\n"), SPEC) == []   # metadata stays fine
+
+
 def test_the_contract_rejects_the_runtime_hostile_cases_it_can_see():
     """The checker's hostile suite runs past the contract on purpose; these cases (and every
     fault) must also be stopped here, before any GPU time. The rest are behaviour only a run
