@@ -87,6 +87,9 @@ TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "expand", "flatten")),
     "meta_attrs": ("launcher", "attributes of metadata (device, dtype, device properties)", (
         "type", "index", "itemsize", "multi_processor_count")),
+    "launch_options": ("launcher", "launch keywords besides the kernel's own parameters "
+                       "(also the keys of a **CONFIG splatted into a launch)", (
+        "num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion")),
     "config": ("launcher", "CONFIG, read only: CONFIG['NAME'] and CONFIG.<name>", ("get",)),
     "builtins": ("launcher", "builtins (never on a tensor's values; len() of a tensor is its "
                  "first dimension)", (
@@ -112,7 +115,9 @@ WHY = {"autotune": "the tuner owns configs: put tunables in CONFIG",
        "pointer_type": "no casting integers to pointers",
        "data_ptr": "no raw addresses", "item": "a host sync", "cpu": "a host sync",
        "tolist": "a host sync", "numpy": "a host sync", "synchronize": "a host sync",
-       "Stream": "no streams", "record_stream": "no streams"}
+       "Stream": "no streams", "record_stream": "no streams",
+       "ir_override": "it compiles IR read from a file", "extern_libs": "it links a bitcode file",
+       "ptx_options": "it passes flags to ptxas"}
 
 # How a rejected construct is named in a reason (by its ast node type).
 LABELS = {"Lambda": "lambda", "ListComp": "list comprehension", "SetComp": "set comprehension",

@@ -236,7 +236,7 @@ class Launchers:
         if isinstance(f, ast.Subscript) and KERN in self.typeof(f.value, env):
             if not isinstance(parent, ast.Expr):
                 self.add(n, f"the value of a launch ('{_src(n)}') is not in the allow-list (a compiled-kernel handle)")
-            return   # a launch: tensors are its arguments
+            return self.launch_keywords(n, env)   # a launch: tensors are its arguments
         if isinstance(f, ast.Name) and FUNC in self.typeof(f, env):
             return   # a launcher function: held to the same rules with what it is given
         if isinstance(f, ast.Name) and not self.typeof(f, env):
@@ -250,3 +250,17 @@ class Launchers:
         if tensor_args and path not in TENSOR_ARGS_OK and not (path == "len" and len(args) == 1):
             self.add(n, f"a tensor passed to '{path or _src(f)}' ('{_src(tensor_args[0])}'): only "
                         "kernels, descriptors, *_like allocation, len() and launcher functions take tensors")
+
+    def launch_keywords(self, n: ast.Call, env: dict) -> None:
+        """A launch's keywords (and the keys of a **CONFIG it splats) are the kernel's parameters
+        or the listed launch options: Triton hands any other one to its compiler, where
+        ir_override= compiles IR read from a file, extern_libs= links a bitcode file and
+        ptx_options= passes flags to ptxas."""
+        ok = self.n["launch_options"] | {a.arg for fn in self.jit.values() for a in fn.args.args}
+        for k in n.keywords:
+            splat = k.arg is None and CONF in self.typeof(k.value, env)
+            for name in sorted(self.config_keys) if splat else [k.arg] if k.arg else []:
+                if name not in ok:
+                    self.add(n, f"launch keyword '{name}'{' (a CONFIG key, splatted)' if splat else ''} is "
+                                "neither a parameter of a kernel here nor a listed launch option"
+                                f"{self.why(name)}")

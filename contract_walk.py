@@ -23,7 +23,6 @@ def config_literal(tree: ast.Module):
     return None
 
 
-
 class Walker(Launchers):
     """One pass over a parsed kernel file; `run()` returns the reasons in source order."""
 
@@ -40,6 +39,7 @@ class Walker(Launchers):
         self.module_names = set(self.imports.values()) | {n for _, n in self.from_imports} - {"annotations"}
         self.math_prefixes = tuple(p + "." for p in table["jit_math_modules"][2])
         self.consts, self.modules, self.jit, self.launchers = set(), set(), {}, {}
+        self.config_keys: set = set()
         self.params, self.returns = {}, {}   # launcher -> [types per param]; -> return types
 
     def label(self, node) -> str:
@@ -85,6 +85,7 @@ class Walker(Launchers):
             return ["no module-level CONFIG literal (CONFIG = dict(...)) holding the tunables"]
         if not isinstance(cfg, dict):
             return ["CONFIG must be a dict literal"]
+        self.config_keys = set(cfg)
         mutable = [k for k, v in cfg.items() if not isinstance(v, (int, float, str, bool, tuple, type(None)))]
         return [f"CONFIG values must be immutable constants, not {', '.join(map(str, mutable))} "
                 "(a list or dict in CONFIG is state kept across calls)"] if mutable else []

@@ -244,6 +244,13 @@ HOSTILE = [
     ("launch_handle_kept", launcher("h = _matmul_kernel[(1,)](a, b, c)"), L, "the value of a launch"),
     ("grid_of_tensors", launcher("_matmul_kernel[(a,)](a, b, c)"), L, "grid '(a,)' is not a tuple of sizes"),
     ("launch_hook", launcher("_matmul_kernel[(1,)](a, b, c, pre_hook=print)"), L, "name 'print' is not in the allow-list"),
+    # -- launch keywords Triton hands to its compiler: IR or bitcode read from a file, ptxas flags
+    ("launch_ir_override", launcher("_matmul_kernel[(1,)](a, b, c, ir_override='/tmp/k.ptx')"), L, "launch keyword 'ir_override' is neither a parameter of a kernel here nor a listed launch option (it compiles IR read from a file)"),
+    ("launch_extern_libs", launcher("_matmul_kernel[(1,)](a, b, c, extern_libs=(('libdevice', '/tmp/x.bc'),))"), L, "launch keyword 'extern_libs'"),
+    ("launch_ptx_options", launcher("_matmul_kernel[(1,)](a, b, c, ptx_options='--dont-merge-basicblocks')"), L, "launch keyword 'ptx_options'"),
+    ("launch_debug", launcher("_matmul_kernel[(1,)](a, b, c, debug=True)"), L, "launch keyword 'debug'"),
+    ("config_splat_ir_override", BASE.replace("num_stages=2)", "num_stages=2, ir_override='/tmp/k.ttgir')")
+     .replace(ALLOC, ALLOC + "    _matmul_kernel[(1,)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, **CONFIG)\n"), L, "launch keyword 'ir_override' (a CONFIG key, splatted)"),
     ("call_config_value", launcher("CONFIG['BLOCK_M']()"), L, "call of a computed value ('CONFIG['BLOCK_M']')"),
     ("str_method", launcher("x = a.device.type.upper()"), L, "attribute '.upper' is not in the allow-list"),
     ("shape_method", launcher("x = a.shape.index(3)"), L, "attribute '.index' is not in the allow-list"),
@@ -417,6 +424,7 @@ def test_every_name_the_table_offers_is_accepted_where_it_says():
     uses += [withmath(launcher(f"x = math.{n}")) for n in names("math")]
     uses += [launcher(f"x = a.device.{n}") for n in names("meta_attrs")]
     uses += [launcher(f"x = CONFIG.{n}('BLOCK_M')") for n in names("config")]
+    uses += [launcher(f"_matmul_kernel[(1,)](a, b, c, {n}=4)") for n in names("launch_options")]
     uses += [launcher(f"x = {n}(M)") for n in names("builtins")]
     uses += [kernel(f"t = tl.{n}") for n in names("jit_tl")]
     uses += [kernel(f"t = tl.math.{n}(pid)\nu = tl.extra.cuda.libdevice.{n}(pid)") for n in names("jit_math")]
