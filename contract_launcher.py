@@ -148,6 +148,9 @@ class Launchers:
                 elif vt & (NOT_NUMBERS - {KERN}):
                     self.add(n, f"indexing a tensor ('{_src(n)}') is not in the allow-list "
                                 "(views come from the listed methods; the op runs in Triton)")
+                elif META in vt and not (isinstance(n.slice, ast.Constant) and n.slice.value in self.constexprs()):
+                    self.add(n, f"'{_src(n)}': a grid reads from META only a kernel's tl.constexpr "
+                                "parameters (its other entries are the launch's arguments, tensors too)")
             elif isinstance(n, ast.BinOp):
                 if any(isinstance(o, ast.Constant) and isinstance(o.value, (str, bytes)) for o in (n.left, n.right)):
                     self.add(n, f"string formatting ('{_src(n)}') is not in the allow-list")
@@ -264,3 +267,7 @@ class Launchers:
                     self.add(n, f"launch keyword '{name}'{' (a CONFIG key, splatted)' if splat else ''} is "
                                 "neither a parameter of a kernel here nor a listed launch option"
                                 f"{self.why(name)}")
+
+    def constexprs(self) -> set:
+        """Names of the kernels' tl.constexpr parameters: what META may be asked for."""
+        return {a.arg for fn in self.jit.values() for a in fn.args.args if dotted(a.annotation) == "tl.constexpr"}

@@ -178,6 +178,8 @@ HOSTILE = [
     ("tensor_through_ifexp", launcher("x = (a if M else b) * 1"), L, "arithmetic on a tensor ('(a if M else b) * 1')"),
     ("tensor_in_grid_lambda", launcher("g = lambda META: (a.sum(),)"), L, "attribute '.sum' is not in the allow-list"),
     ("grid_lambda_arith", launcher("g = lambda META: (a * 2,)"), L, "arithmetic on a tensor ('a * 2')"),
+    ("grid_meta_tensor", launcher("g = lambda META: (int(META['a_ptr'][0, 0] > 0) + 1,)"), L, "'META['a_ptr']': a grid reads from META only a kernel's tl.constexpr parameters"),
+    ("grid_meta_int_param", launcher("g = lambda META: (META['M'] * 2,)"), L, "'META['M']': a grid reads from META only"),
     ("config_get_smuggles_tensor", launcher("x = CONFIG.get('nope', a)"), L, "a tensor passed to 'CONFIG.get' ('a')"),
     # -- host syncs, raw memory, streams
     ("item", launcher("v = a.item()"), L, "attribute '.item' is not in the allow-list (a host sync)"),
