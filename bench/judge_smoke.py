@@ -27,7 +27,8 @@ HOSTILE = ("side_stream_work", "forges_event_times", "caches_by_pointer_when_tim
            "walks_frames_for_judge_state", "reads_reference_tensors",
            "reaches_champion_via_sys_modules", "forges_result_line", "starts_thread", "raw_thread",
            "shell_command", "posix_spawn", "subprocess_run", "ctypes_libc", "exits_worker",
-           "illegal_memory_access", "utf7_hides_torch_mm")
+           "illegal_memory_access", "utf7_hides_torch_mm",
+           "returns_transposed_view")
 
 
 def main() -> int:

@@ -107,7 +107,7 @@ def torch_side(torch, spec: dict, out_dtype, expr: str | None = None):
 
     def run_torch(*xs):
         with torch.no_grad():
-            return fn(*xs).to(out_dtype)
+            return fn(*xs).to(out_dtype).contiguous()   # what a user holds: a dense tensor
     return run_torch
 
 
@@ -133,7 +133,7 @@ def is_16bit(torch, dtype) -> bool:
 
 
 def check_meta(meta: dict, want_shape: tuple, want_dtype: str, want_device: str) -> None:
-    """The worker's description of the returned object (type, shape, dtype, device, aliasing).
+    """The worker's description of the returned object (type, shape, dtype, device, layout, aliasing).
     A lying worker gains nothing: the values are judged from the judge's own copy."""
     if meta.get("type") != "Tensor":
         raise Reject("correctness", f"output must be a plain torch.Tensor, got {meta.get('type')}", False)
@@ -146,6 +146,10 @@ def check_meta(meta: dict, want_shape: tuple, want_dtype: str, want_device: str)
         raise Reject("correctness", f"output on {meta.get('device')}, expected {want_device}", False)
     if meta.get("aliases"):
         raise Reject("correctness", "output aliases an input buffer", False)
+    if meta.get("contiguous") is not True:
+        raise Reject("correctness", "output must be a contiguous (row-major) tensor: the worker's copy "
+                     "of a strided view into the judge's slot is not timed, and would do the kernel's "
+                     "layout work (a transpose, a broadcast) for free", False)
 
 
 def judge_values(torch, out, ref, tol: float, floor: float, multiple: float, label: str,

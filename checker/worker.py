@@ -145,7 +145,7 @@ class Worker:
             return {"type": type(out).__name__}
         ptr = out.untyped_storage().data_ptr()
         return {"type": "Tensor", "shape": list(out.shape), "dtype": str(out.dtype).replace("torch.", ""),
-                "device": str(out.device),
+                "device": str(out.device), "contiguous": bool(out.is_contiguous()),
                 "aliases": ptr == self.arena_ptr}
 
     def _poison(self, nbytes: int) -> None:

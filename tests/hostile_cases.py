@@ -41,6 +41,10 @@ CASES = {
     "returns_nan": (_after_alloc("    return torch.full((M, N), float('nan'), device=a.device, dtype=a.dtype)\n"),
                     "NaN", "any"),
     "wrong_dtype": (_replace_return("    return c.float()\n"), "dtype", "any"),
+    # -- a right answer in a strided layout: the worker's untimed copy-out would do the transpose
+    "returns_transposed_view": (
+        lambda b: b.replace(ALLOC, "    c = torch.empty((N, M), device=a.device, dtype=a.dtype).t()\n"),
+        "contiguous", "any"),
     "lazy_subclass": (lambda b: b.replace("def matmul(a, b):", "class Lazy(torch.Tensor):\n    pass\n\n\ndef matmul(a, b):")
                       .replace(RET, "    return c.as_subclass(Lazy)\n"), "plain torch.Tensor", "any"),
     # -- inputs
