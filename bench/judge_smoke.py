@@ -28,7 +28,7 @@ HOSTILE = ("side_stream_work", "forges_event_times", "caches_by_pointer_when_tim
            "reaches_champion_via_sys_modules", "forges_result_line", "starts_thread", "raw_thread",
            "shell_command", "posix_spawn", "subprocess_run", "ctypes_libc", "exits_worker",
            "illegal_memory_access", "utf7_hides_torch_mm",
-           "returns_transposed_view")
+           "returns_transposed_view", "spawns_symlink_named_ptxas", "spawns_cc_with_ld_preload")
 
 
 def main() -> int:

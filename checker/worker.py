@@ -76,7 +76,7 @@ class Worker:
             except Exception as e:   # noqa: BLE001 - reported; the kernel's own launch will fail too
                 self.containment["triton_driver_warm"] = f"failed: {e}"
         self.guards = contain.guard_targets(self.torch, globals())
-        self.audit.armed = True
+        self.audit.arm()
         try:
             if payload.get("torch_side") is not None:   # the spec's reference in torch, no file
                 import validate

@@ -226,6 +226,17 @@ CASES.update({
     "forges_event_times": (_prefix(_FORGE_EVENTS), "work escaped the timed region", "gpu"),
     "exits_worker": (_after_alloc("    import os\n    os._exit(0)\n"), "worker died", "any"),
     "utf7_hides_torch_mm": (lambda b: UTF7_HIDDEN_MM, "coding declaration 'utf-7'", "any"),
+    # the audit hook's tool names: any program called 'ptxas', and the real compiler under an
+    # environment that makes it load or run another program
+    "spawns_symlink_named_ptxas": (
+        _after_alloc("    import os, subprocess, tempfile\n    d = tempfile.mkdtemp()\n"
+                     "    os.symlink('/bin/true', os.path.join(d, 'ptxas'))\n"
+                     "    subprocess.run([os.path.join(d, 'ptxas'), '-c', 'exit 0'], check=True)\n"),
+        "subprocess.Popen of ptxas", "any"),
+    "spawns_cc_with_ld_preload": (
+        _after_alloc("    import os, subprocess\n    os.environ['LD_PRELOAD'] = ''\n"
+                     "    subprocess.run(['cc', '--version'], check=True, stdout=subprocess.DEVNULL)\n"),
+        "subprocess.Popen of cc", "any"),
 })
 
 # Faults that kill or hang the checker process itself: the backend must turn them into clean

@@ -363,7 +363,8 @@ def test_the_contract_rejects_the_runtime_hostile_cases_it_can_see():
     static = {"lazy_subclass", "caches_by_shape", "torch_fallback_matmul", "torch_mm_via_getattr",
               "try_except_fallback", "patches_event_timer", "patches_checker", "patches_sync",
               "network_access", "forks", "starts_thread", "shell_command", "call_counting_then_garbage",
-              "caches_by_pointer_when_timed", "side_stream_work", "wrong_dtype", "utf7_hides_torch_mm"}
+              "caches_by_pointer_when_timed", "side_stream_work", "wrong_dtype", "utf7_hides_torch_mm",
+              "spawns_symlink_named_ptxas", "spawns_cc_with_ld_preload"}
     makes = [make for name, (make, *_) in hostile_cases.CASES.items() if name in static]
     makes += [make for make, _ in hostile_cases.FAULTS.values()]
     assert len(makes) >= 12, "the runtime hostile suite was renamed: update this list"

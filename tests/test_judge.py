@@ -201,3 +201,36 @@ def test_every_checker_module_is_staged_with_the_job(tmp_path):
     files = stage_job(SPEC, SPEC.baseline, SPEC.baseline, tmp_path)
     assert {p.name for p in files.values()} >= set(CHECKER_MODULES)
     assert all((tmp_path / name).exists() for name in here)
+
+
+def test_the_audit_hook_still_lets_tritons_own_tools_run(tmp_path):
+    """The hook judges a spawn by the real path of what runs and the environment: the compiler
+    Triton would pick and `ldconfig -p` still run (a real hook, in a child process); a symlink
+    named like a tool, or the compiler under a changed environment, do not."""
+    import shutil
+    if not shutil.which("cc"):
+        import pytest
+        pytest.skip("no C compiler on this machine")
+    script = (
+        "import os, subprocess, sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'checker')!r})\n"
+        "import contain\n"
+        "g = contain.AuditGuard(); sys.addaudithook(g); g.arm()\n"
+        "out = []\n"
+        "def run(argv):\n"
+        "    try:\n"
+        "        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "        out.append('ran')\n"
+        "    except PermissionError:\n"
+        "        out.append('blocked')\n"
+        "run(['cc', '--version'])\n"
+        "run(['/sbin/ldconfig', '-p'] if os.path.exists('/sbin/ldconfig') else ['ldconfig', '-p'])\n"
+        f"os.symlink('/bin/true', {str(tmp_path / 'ptxas')!r})\n"
+        f"run([{str(tmp_path / 'ptxas')!r}])\n"
+        "run(['ldconfig', '-v'])\n"
+        "os.environ['GCC_EXEC_PREFIX'] = '/tmp/x/'\n"
+        "run(['cc', '--version'])\n"
+        "print(out)\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == "['ran', 'ran', 'blocked', 'blocked', 'blocked']", p.stdout + p.stderr
+
