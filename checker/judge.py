@@ -21,7 +21,8 @@ the peers run in the judge, the candidate's calls and profile in its worker.
 workers and adds each round's statistics to the result line as `rounds`.
 
 --mode interpret runs the Triton interpreter on the CPU, on the spec's check_shapes, with bf16
-replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), and never times.
+replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), and never times;
+--interpret-timing (tests only) runs the A/B there too, on host clocks, to exercise its rules.
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ def arena_bytes(tensors_shapes) -> int:
 
 def run(args, spec: dict, result: dict, sides: dict) -> None:
     interpret = args.mode == "interpret"
-    timing_on = not interpret and not args.no_timing
+    timing_on = (not interpret or args.interpret_timing) and not args.no_timing
     # Workers first: their torch import and CUDA context overlap the judge's own, and its
     # references.
     _phase(result, "spawn")
@@ -167,7 +168,7 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     if timing_on:   # the champion's setup is queued now and proceeds while the candidate is checked
         import ab
         args.champion_load = load_payload(spec, args.champion, args.champion_torch, out_name)
-        timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype)
+        timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
         size += timed.nbytes
         timed.start_champion(sides["champion"])
     cand.arena = channel.Arena(torch, device, size)
@@ -336,6 +337,9 @@ def parse_args(argv=None):
                    help="GPU: profile the candidate when it may be promoted (always with --peers): "
                         "compiled kernel, occupancy, launch cost, ncu where KERNLOOP_NCU allows")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
+    p.add_argument("--interpret-timing", action="store_true",
+                   help="tests only: with --mode interpret, also run the A/B against the champion "
+                        "on the first check shape, each worker's host clock (rules, not a measurement)")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
     p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")
     p.add_argument("--warmup", type=int, default=None)

@@ -147,13 +147,26 @@ def sleep_cycles_per_us(torch) -> float:
     return cycles / max(start.elapsed_time(end) * 1e3, 1.0)
 
 
-def timed_call(torch, fn, args, flush: Flusher, watch):
+class HostMark:
+    """A host-clock stand-in for a CUDA event (the interpreter's A/B in tests: no GPU time)."""
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end) -> float:
+        return (end.t - self.t) * 1e3
+
+
+def timed_call(torch, fn, args, flush: Flusher | None, watch):
     """One call between a CUDA event pair, after the flush and its settle spin, under `watch`
     (the op recorder). Returns (output, start event, end event, host ms between the two
     records: when it outlasts the settle spin, the GPU idled inside the timed region); the
-    caller syncs."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    flush()
+    caller syncs. Without a flusher (the CPU) the pair is the host clock."""
+    if flush is None:
+        start, end = HostMark(), HostMark()
+    else:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        flush()
     with watch:
         start.record()
         t0 = time.perf_counter()

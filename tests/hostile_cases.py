@@ -6,7 +6,8 @@ run-time defence is shown to stand on its own. Shared by tests/test_hostile.py (
 interpreter) and bench/hostile_gpu.py (the GPU-only ones, on the H200).
 
 case: name -> (make(base_code) -> code, expected substring(s) of the rejection, where)
-where: "any" (interpreter and GPU), "gpu" (needs CUDA: timing, streams, device memory)
+where: "any" (interpreter and GPU), "gpu" (needs CUDA: timing, streams, device memory),
+"timed" (needs the A/B: the GPU, or the interpreter with the judge's --interpret-timing)
 """
 from __future__ import annotations
 
@@ -238,6 +239,19 @@ CASES.update({
                      "    subprocess.run(['cc', '--version'], check=True, stdout=subprocess.DEVNULL)\n"),
         "subprocess.Popen of cc", "any"),
 })
+
+# Right on every correctness call, wrong on about half the timed reps: the launcher tells the timed
+# phase by its input's place in the arena (the timed set comes first, under 2 MiB of alignment;
+# every correctness case lies past the timed shape's inputs and output), the kernel picks the reps
+# from the input's first value. With k sampled reps checked this passed with probability 2^-k.
+_TIMED_FLAG = "1 if a.storage_offset() < M * K + K * N + M * N else 0"
+CASES["wrong_on_half_the_timed_reps"] = (
+    lambda b: b.replace("GROUP_M: tl.constexpr):", "GROUP_M: tl.constexpr, TIMED: tl.constexpr):")
+    .replace("    c = acc.to(c_ptr.dtype.element_ty)\n",
+             "    if TIMED:\n        x = tl.load(a_ptr).to(tl.float32)\n"
+             "        acc = acc * tl.where(x > 0, 0.0, 1.0)\n    c = acc.to(c_ptr.dtype.element_ty)\n")
+    .replace('GROUP_M=cfg["GROUP_M"], num_warps', f'GROUP_M=cfg["GROUP_M"], TIMED={_TIMED_FLAG}, num_warps'),
+    "output of timed call", "timed")
 
 # Faults that kill or hang the checker process itself: the backend must turn them into clean
 # errors (no result line, timeout) and the next candidate must run in a fresh process.

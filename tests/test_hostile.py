@@ -37,6 +37,44 @@ def check(tmp_path, code, timeout=120):
     return parse_child(out, "synthetic", True, tmp_path / "checker.log")
 
 
+def check_timed(tmp_path, code, reps=12):
+    """The judge with the A/B against the champion run in the interpreter (--interpret-timing:
+    host clocks, the rules only), 3 draws of one check shape, `reps` timed reps."""
+    spec = SPEC.to_checker()
+    spec["check_shapes"] = [{"M": 37, "N": 45, "K": 29}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "cand.py").write_text(code)
+    (tmp_path / "champ.py").write_text(BASE)
+    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+                     "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
+                     "--mode", "interpret", "--interpret-timing", "--draws", "3", "--reps", str(reps),
+                     "--warmup", "2", "--backend", "synthetic"], 300, cwd=str(tmp_path))
+    return parse_child(out, "synthetic", True, tmp_path / "checker.log")
+
+
+TIMED_CASES = {k: v for k, v in CASES.items() if v[2] == "timed"}
+
+
+def test_every_timed_output_is_checked(tmp_path):
+    """The A/B checks the candidate's output of every timed rep, not a sample of them."""
+    r = check_timed(tmp_path, BASE)
+    assert r["ok"], r["error"]
+    assert r["checked_reps"] == list(range(12))
+    assert r["candidate"]["n"] == r["champion"]["n"] == 12 and r["wall_probe_ms"]
+
+
+@pytest.mark.parametrize("name", sorted(TIMED_CASES))
+def test_timed_phase_exploit_rejected(tmp_path, name):
+    """Passes the contract, is right on every correctness call, wrong on some timed reps."""
+    import contract
+    make, expected, _ = TIMED_CASES[name]
+    code = make(BASE)
+    assert code != BASE and contract.check(code, SPEC) == []
+    r = check_timed(tmp_path, code)
+    assert r["ok"] is False and expected_in(expected, r["error"]), r["error"]
+    assert r["stage"] == "timing"
+
+
 @pytest.mark.parametrize("name", sorted(CPU_CASES))
 def test_exploit_rejected_with_specific_reason(tmp_path, name):
     make, expected, _ = CPU_CASES[name]
