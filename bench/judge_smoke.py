@@ -52,6 +52,9 @@ def main() -> int:
         wall = time.monotonic() - t0
         # An accepted run has checked the candidate's output of every timed rep.
         every = (r.get("checked_reps") or []) == list(range((r.get("candidate") or {}).get("n") or -1))
+        # ... and gave each worker an arena alone in its CUDA segment (IPC maps the segment).
+        arenas = ((r.get("containment") or {}).get("judge") or {}).get("arenas") or {}
+        every = every and arenas == {"candidate": "own CUDA segment", "champion": "own CUDA segment"}
         good = bool(r.get("ok")) and every if expected is None else \
             (not r.get("ok") and expected_in(expected, r.get("error")))
         bad += not good

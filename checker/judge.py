@@ -188,7 +188,9 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
                  "flush": ready.get("flush")}
     r = cand.expect_ok(cand.w.call("arena", cand.arena.handle()), "harness", "worker could not map its arena")
     cand.arena.unlink()
-    result["containment"] = {"judge": {"undumpable": result.pop("_undumpable", None)},
+    result["containment"] = {"judge": {"undumpable": result.pop("_undumpable", None),
+                                       "arenas": {role: sd.arena.isolation for role, sd in sides.items()
+                                                  if sd.arena is not None}},
                              "candidate": r.get("containment")}
     result["workers"] = {"candidate": cand.info}
     result["stage"] = "load"

@@ -56,6 +56,7 @@ def test_baseline_passes_and_the_result_names_its_containment(tmp_path):
     assert "Triton's compiler" in c["audit_hook"]
     assert r["containment"]["judge"]["undumpable"] in (True,) or "unavailable" in str(r["containment"]["judge"])
     assert r["workers"]["candidate"]["pid"] > 0 and r["floors"] and r["floor_ratio"]
+    assert r["containment"]["judge"]["arenas"] == {"candidate": "own file"}   # GPU: "own CUDA segment"
     assert set(r["phase_s"]) >= {"spawn", "import", "references", "workers_ready", "load", "correctness"}
 
 
