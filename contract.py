@@ -138,7 +138,7 @@ def read_config(code: str) -> dict | None:
     """The module-level CONFIG literal of a kernel file, or None."""
     try:
         cfg = config_literal(ast.parse(code))
-    except (SyntaxError, ValueError, TypeError):
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None
     return cfg if isinstance(cfg, dict) else None
 
@@ -170,9 +170,11 @@ def check(code: str, spec) -> list[str]:
         return [bad]
     try:
         tree = ast.parse(code)
+        return Walker(tree, spec, TABLE, WHY, LABELS).run()
     except SyntaxError as e:
         return [f"syntax error at line {e.lineno}: {e.msg}"]
-    return Walker(tree, spec, TABLE, WHY, LABELS).run()
+    except (RecursionError, MemoryError) as e:   # fails closed: never an exception in the loop
+        return [f"the file is nested too deeply to be judged ({type(e).__name__}): split long expressions"]
 
 
 # ======================================================================= wording

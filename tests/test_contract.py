@@ -386,6 +386,16 @@ def test_utf8_declarations_and_a_bom_still_pass():
         assert contract.check(head + BASE, SPEC) == [], head
 
 
+def test_a_file_too_deep_to_parse_is_rejected_not_raised():
+    """An answer nested beyond Python's limits (a 50,000-term sum) raised RecursionError out of
+    the contract, and with it out of the loop's iteration: the run stopped on a traceback."""
+    deep = "+".join(["1"] * 50_000)
+    for code in (f"X = {deep}\n" + BASE, launcher(f"x = {deep}"), kernel(f"q = {deep}")):
+        assert contract.check(code, SPEC) == [
+            "the file is nested too deeply to be judged (RecursionError): split long expressions"]
+    assert contract.read_config(f"CONFIG = dict(A={deep})\n") is None
+
+
 def test_read_config():
     assert contract.read_config(BASE)["BLOCK_M"] == 32
     assert contract.read_config("CONFIG = {'A': 1}\n") == {"A": 1}
