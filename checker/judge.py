@@ -152,10 +152,12 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     cases = []
+    # One more draw per shape where the spec names a stress range for an input (stress_scale).
+    stressed = any(i.get("stress_scale") for i in spec["inputs"])
     for shape in shapes:
-        for _ in range(args.draws):
+        for draw in range(args.draws + stressed):
             seed = secrets.randbits(62)
-            inputs = V.make_inputs(torch, spec, shape, device, dtype_of, seed)
+            inputs = V.make_inputs(torch, spec, shape, device, dtype_of, seed, stress=draw == args.draws)
             ref = V.reference(torch, spec, inputs, ref_dtype)
             cases.append({"shape": shape, "seed": seed, "inputs": inputs, "ref": ref,
                           "label": V.shape_label(shape),

@@ -44,8 +44,10 @@ def shape_label(shape: dict) -> str:
     return "x".join(str(v) for v in shape.values())
 
 
-def make_inputs(torch, spec: dict, shape: dict, device, dtype_of, seed: int) -> list:
-    """Fresh signed random inputs (never zeros: they hide unwritten outputs)."""
+def make_inputs(torch, spec: dict, shape: dict, device, dtype_of, seed: int, stress: bool = False) -> list:
+    """Fresh signed random inputs (never zeros: they hide unwritten outputs). `stress`: the draw
+    where each input with a `stress_scale` is drawn that many times wider (the range a kernel
+    must also handle, which the usual draw never reaches: large logits for a softmax)."""
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     out = []
@@ -62,7 +64,8 @@ def make_inputs(torch, spec: dict, shape: dict, device, dtype_of, seed: int) -> 
             x = x * 2 - 1 if dist == "uniform" else x
         else:
             x = torch.randn(dims, generator=g, device=device, dtype=torch.float32)
-        out.append((x * inp.get("scale", 1.0)).to(dtype_of(inp["dtype"])).contiguous())
+        scale = inp.get("scale", 1.0) * (inp.get("stress_scale") or 1.0 if stress else 1.0)
+        out.append((x * scale).to(dtype_of(inp["dtype"])).contiguous())
     return out
 
 

@@ -75,6 +75,32 @@ def test_timed_phase_exploit_rejected(tmp_path, name):
     assert r["stage"] == "timing"
 
 
+def test_a_softmax_right_only_for_small_logits_fails_the_stress_draw(tmp_path):
+    """The naive softmax without its max pass reads each row twice, not three times, and is
+    right for normal(0, 1) logits (exp cannot overflow); softmax.yaml's stress_scale draw (logits
+    of std 50) is where it must still be right, and it returns inf/inf there."""
+    import contract
+    sspec = load_spec(ROOT / "specs" / "softmax.yaml")
+    base = sspec.baseline.read_text()
+    start, end = base.index("    # Pass 1: the row maximum."), base.index("    # Pass 2")
+    code = base[:start] + "    m = tl.zeros((ROWS,), dtype=tl.float32)\n" + base[end:]
+    assert contract.check(code, sspec) == []
+    spec = sspec.to_checker()
+    spec["check_shapes"] = [{"M": 9, "N": 100}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "cand.py").write_text(code)
+    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+                     "--candidate", str(tmp_path / "cand.py"), "--champion", str(sspec.baseline),
+                     "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], 120, cwd=str(tmp_path))
+    r = parse_child(out, "synthetic", True, tmp_path / "checker.log")
+    assert r["ok"] is False and "NaN or Inf" in r["error"], r["error"]
+    (tmp_path / "cand.py").write_text(base)   # the honest baseline passes the same draws
+    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+                     "--candidate", str(tmp_path / "cand.py"), "--champion", str(sspec.baseline),
+                     "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], 120, cwd=str(tmp_path))
+    assert parse_child(out, "synthetic", True, tmp_path / "checker.log")["ok"]
+
+
 @pytest.mark.parametrize("name", sorted(CPU_CASES))
 def test_exploit_rejected_with_specific_reason(tmp_path, name):
     make, expected, _ = CPU_CASES[name]
