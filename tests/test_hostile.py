@@ -2,8 +2,10 @@
 
 Each exploit goes to the checker directly (the static contract is bypassed on purpose) so every
 run-time defence is shown to stand alone; a few then go through the whole loop to show it goes
-on and the champion never changes because of them. The GPU-only cases (timing-phase cheats,
-side streams, illegal memory access, out of memory) run on the H200 in bench/hostile_gpu.py.
+on and the champion never changes because of them. The "timed" cases run the A/B against the
+champion in the interpreter too (the judge's --interpret-timing: host clocks, the rules only). The
+GPU-only cases (side streams, forged events, illegal memory access, out of memory) run on the
+H200 in bench/hostile_gpu.py and bench/judge_smoke.py.
 bf16 is checked as fp16 here: the interpreter's tl.dot is wrong for bf16 operands.
 """
 import json
