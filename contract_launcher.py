@@ -15,6 +15,18 @@ TEN, DESC, KERN, GRID, CONF, SCAL, FUNC, BUILTIN, MOD, META = (
     "tensor", "descriptor", "kernel", "grid", "config", "scalar", "function", "builtin",
     "module", "meta")
 NOT_NUMBERS = {TEN, DESC, KERN, GRID, FUNC, BUILTIN, MOD}   # never operands of arithmetic
+# What Triton 3.x reads as compile options from a launch's keywords (CUDAOptions, HIPOptions;
+# tests/test_contract.py holds this against the installed Triton). It reads them from EVERY
+# keyword, the kernel's own parameters too, so no kernel parameter may carry one of these names
+# unless the table lists it as a launch option.
+TRITON_OPTIONS = frozenset({
+    "allow_flush_denorm", "allowed_dot_input_precisions", "arch", "backend_name", "debug",
+    "default_dot_input_precision", "deprecated_fp8_dot_operand_dtypes", "enable_fp_fusion",
+    "enable_reflect_ftz", "extern_libs", "instrumentation_mode", "ir_override", "kpack",
+    "launch_cooperative_grid", "launch_pdl", "llvm_fn_attrs", "matrix_instr_nonkdim",
+    "max_num_imprecise_acc_default", "maxnreg", "num_ctas", "num_stages", "num_warps",
+    "ptx_options", "ptx_version", "sanitize_overflow", "schedule_hint", "supported_fp8_dtypes",
+    "warp_size", "waves_per_eu"})
 TENSOR_ARGS_OK = {"torch.empty_like", "torch.zeros_like", "torch.full_like",
                   "TensorDescriptor.from_tensor", "TensorDescriptor"}
 
@@ -259,7 +271,7 @@ class Launchers:
         or the listed launch options: Triton hands any other one to its compiler, where
         ir_override= compiles IR read from a file, extern_libs= links a bitcode file and
         ptx_options= passes flags to ptxas."""
-        ok = self.n["launch_options"] | {a.arg for fn in self.jit.values() for a in fn.args.args}
+        ok = self.n["launch_options"] | ({a.arg for fn in self.jit.values() for a in fn.args.args} - TRITON_OPTIONS)
         for k in n.keywords:
             splat = k.arg is None and CONF in self.typeof(k.value, env)
             for name in sorted(self.config_keys) if splat else [k.arg] if k.arg else []:

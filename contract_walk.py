@@ -9,7 +9,7 @@ import ast
 
 from contract_ast import JIT_NODES, dotted
 from contract_ast import src as _src
-from contract_launcher import Launchers
+from contract_launcher import TRITON_OPTIONS, Launchers
 
 
 def config_literal(tree: ast.Module):
@@ -197,6 +197,10 @@ class Walker(Launchers):
     # ------------------------------------------------------------------ @triton.jit bodies
     def jit_fn(self, fn: ast.FunctionDef) -> None:
         skip = self.signature(fn, jit=True)
+        for a in fn.args.args:
+            if a.arg in TRITON_OPTIONS - self.n["launch_options"]:
+                self.add(fn, f"'{fn.name}': parameter '{a.arg}' is named like a Triton compile option "
+                             f"(Triton reads every launch keyword as one){self.why(a.arg)}")
         local = {a.arg for a in fn.args.args} | {n.id for s in fn.body for n in ast.walk(s)
                                                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         for n in sorted(local & (self.module_names | set(self.jit) | self.consts)):

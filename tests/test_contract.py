@@ -251,6 +251,9 @@ HOSTILE = [
     ("launch_extern_libs", launcher("_matmul_kernel[(1,)](a, b, c, extern_libs=(('libdevice', '/tmp/x.bc'),))"), L, "launch keyword 'extern_libs'"),
     ("launch_ptx_options", launcher("_matmul_kernel[(1,)](a, b, c, ptx_options='--dont-merge-basicblocks')"), L, "launch keyword 'ptx_options'"),
     ("launch_debug", launcher("_matmul_kernel[(1,)](a, b, c, debug=True)"), L, "launch keyword 'debug'"),
+    ("param_named_ir_override", BASE.replace("GROUP_M: tl.constexpr):", "GROUP_M: tl.constexpr, ir_override: tl.constexpr):")
+     .replace('GROUP_M=cfg["GROUP_M"], num_warps', 'GROUP_M=cfg["GROUP_M"], ir_override="/tmp/k.ttgir", num_warps'), 11,
+     "'_matmul_kernel': parameter 'ir_override' is named like a Triton compile option (Triton reads every launch keyword as one) (it compiles IR read from a file)"),
     ("config_splat_ir_override", BASE.replace("num_stages=2)", "num_stages=2, ir_override='/tmp/k.ttgir')")
      .replace(ALLOC, ALLOC + "    _matmul_kernel[(1,)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, **CONFIG)\n"), L, "launch keyword 'ir_override' (a CONFIG key, splatted)"),
     ("call_config_value", launcher("CONFIG['BLOCK_M']()"), L, "call of a computed value ('CONFIG['BLOCK_M']')"),
@@ -309,6 +312,20 @@ def test_hostile_construct_is_rejected_with_its_line_and_reason(code, line, reas
     reasons = contract.check(code, SPEC)
     want = f"line {line}: " if line else ""
     assert any(r.startswith(want) and reason in r for r in reasons), reasons
+
+
+def test_the_option_names_cover_the_installed_triton():
+    """Triton hands every launch keyword to its backend's options; the contract's list of those
+    names must hold all of the installed Triton's (a new option must not pass as a parameter)."""
+    from contract_launcher import TRITON_OPTIONS
+    from triton.backends.nvidia.compiler import CUDAOptions
+    fields = set(CUDAOptions.__dataclass_fields__)
+    try:
+        from triton.backends.amd.compiler import HIPOptions
+        fields |= set(HIPOptions.__dataclass_fields__)
+    except ImportError:
+        pass
+    assert fields <= TRITON_OPTIONS, sorted(fields - TRITON_OPTIONS)
 
 
 def test_a_helper_cannot_launder_tensor_compute():
