@@ -398,7 +398,7 @@ def test_entry_kernel_and_config_required():
     assert contract.check("def broken(:\n", SPEC)[0].startswith("syntax error")
 
 
-def test_utf8_declarations_and_a_bom_still_pass():
+def test_utf8_declarations_still_pass():
     for head in ("# -*- coding: utf-8 -*-\n", "# coding=utf8\n", "#!/usr/bin/env python\n# vim: set fileencoding=UTF-8 :\n"):
         assert contract.check(head + BASE, SPEC) == [], head
 
