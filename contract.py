@@ -8,6 +8,9 @@ workers) re-verifies behaviour at run time; this is the first line of defence, b
 from __future__ import annotations
 
 import ast
+import codecs
+import io
+import tokenize
 
 from contract_walk import Walker, config_literal
 
@@ -84,6 +87,9 @@ TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "expand", "flatten")),
     "meta_attrs": ("launcher", "attributes of metadata (device, dtype, device properties)", (
         "type", "index", "itemsize", "multi_processor_count")),
+    "launch_options": ("launcher", "launch keywords besides the kernel's own parameters "
+                       "(also the keys of a **CONFIG splatted into a launch)", (
+        "num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion")),
     "config": ("launcher", "CONFIG, read only: CONFIG['NAME'] and CONFIG.<name>", ("get",)),
     "builtins": ("launcher", "builtins (never on a tensor's values; len() of a tensor is its "
                  "first dimension)", (
@@ -109,7 +115,9 @@ WHY = {"autotune": "the tuner owns configs: put tunables in CONFIG",
        "pointer_type": "no casting integers to pointers",
        "data_ptr": "no raw addresses", "item": "a host sync", "cpu": "a host sync",
        "tolist": "a host sync", "numpy": "a host sync", "synchronize": "a host sync",
-       "Stream": "no streams", "record_stream": "no streams"}
+       "Stream": "no streams", "record_stream": "no streams",
+       "ir_override": "it compiles IR read from a file", "extern_libs": "it links a bitcode file",
+       "ptx_options": "it passes flags to ptxas"}
 
 # How a rejected construct is named in a reason (by its ast node type).
 LABELS = {"Lambda": "lambda", "ListComp": "list comprehension", "SetComp": "set comprehension",
@@ -130,18 +138,43 @@ def read_config(code: str) -> dict | None:
     """The module-level CONFIG literal of a kernel file, or None."""
     try:
         cfg = config_literal(ast.parse(code))
-    except (SyntaxError, ValueError, TypeError):
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None
     return cfg if isinstance(cfg, dict) else None
 
 
+def source_encoding(code: str) -> str | None:
+    """Why `code` could mean another program to Python than the text checked here, or None.
+
+    The contract reads the text; Python decodes a file's bytes by its coding declaration
+    (PEP 263). Under `# coding: utf-7` a comment like `# +AAo-return torch.mm(a, b)` is a
+    newline and a statement to Python: so a kernel file is UTF-8 text, declared so or not at all."""
+    try:
+        raw = code.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"the file is not valid UTF-8 text ({e.reason} at character {e.start})"
+    try:
+        enc, lines = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as e:
+        return f"line 1: {e.msg}: kernel files are UTF-8"
+    if codecs.lookup(enc).name not in ("utf-8", "utf-8-sig"):
+        return (f"line {len(lines)}: coding declaration '{enc}': kernel files are UTF-8 (under "
+                "another codec Python runs a different program from the one checked)")
+    return None
+
+
 def check(code: str, spec) -> list[str]:
     """Reasons `code` breaks the contract for `spec` (entry name and inputs), in source order."""
+    bad = source_encoding(code)
+    if bad:
+        return [bad]
     try:
         tree = ast.parse(code)
+        return Walker(tree, spec, TABLE, WHY, LABELS).run()
     except SyntaxError as e:
         return [f"syntax error at line {e.lineno}: {e.msg}"]
-    return Walker(tree, spec, TABLE, WHY, LABELS).run()
+    except (RecursionError, MemoryError) as e:   # fails closed: never an exception in the loop
+        return [f"the file is nested too deeply to be judged ({type(e).__name__}): split long expressions"]
 
 
 # ======================================================================= wording

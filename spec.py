@@ -20,7 +20,7 @@ KNOWN_FIELDS = {"name", "description", "entry", "baseline", "dtype", "check_dtyp
                 "search_space", "compare", "nebius"}
 NEBIUS_KEYS = {"image", "platform", "preset", "parent_id", "subnet_id", "job_timeout", "disk"}
 # The keys each nested mapping accepts: a typo below the top level is an error too.
-INPUT_KEYS = {"name", "shape", "dtype", "dist", "scale", "low", "high"}
+INPUT_KEYS = {"name", "shape", "dtype", "dist", "scale", "stress_scale", "low", "high"}
 OUTPUT_KEYS = {"shape", "dtype"}
 TOLERANCE_KEYS = {"rel_l2", "floor_multiple"}
 COST_KEYS = {"flops", "bytes"}
@@ -253,6 +253,11 @@ def _load(path: Path) -> Spec:
         scale = inp.get("scale", 1.0)
         if not _is_num(scale) or not 0 < scale < float("inf"):
             raise SpecError(path, where + "scale", f"must be a positive number, got {scale!r}")
+        stress = inp.get("stress_scale")
+        if stress is not None and (not _is_num(stress) or not 0 < stress < float("inf")
+                                   or inp.get("dist", "normal") == "randint"):
+            raise SpecError(path, where + "stress_scale", "must be a positive number (floating inputs "
+                            f"only): this input's scale in one more draw per shape, got {stress!r}")
     names = [i["name"] for i in inputs]
     if len(set(names)) != len(names):
         raise SpecError(path, "inputs", f"duplicate input names {names}")
@@ -382,6 +387,8 @@ def _input_entry(i: dict, dtype: str) -> dict:
            "dist": i.get("dist", "normal"), "scale": float(i.get("scale", 1.0))}
     if out["dist"] == "randint":
         out.update(low=i.get("low", 0), high=i["high"])
+    if i.get("stress_scale") is not None:
+        out["stress_scale"] = float(i["stress_scale"])
     return out
 
 

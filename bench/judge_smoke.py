@@ -27,7 +27,9 @@ HOSTILE = ("side_stream_work", "forges_event_times", "caches_by_pointer_when_tim
            "walks_frames_for_judge_state", "reads_reference_tensors",
            "reaches_champion_via_sys_modules", "forges_result_line", "starts_thread", "raw_thread",
            "shell_command", "posix_spawn", "subprocess_run", "ctypes_libc", "exits_worker",
-           "illegal_memory_access")
+           "illegal_memory_access", "utf7_hides_torch_mm",
+           "returns_transposed_view", "spawns_symlink_named_ptxas", "spawns_cc_with_ld_preload",
+           "wrong_on_half_the_timed_reps")
 
 
 def main() -> int:
@@ -48,7 +50,13 @@ def main() -> int:
         t0 = time.monotonic()
         r = LocalBackend(device="local", timeout_s=200).evaluate(spec, cand, spec.baseline, tmp / label)
         wall = time.monotonic() - t0
-        good = bool(r.get("ok")) if expected is None else (not r.get("ok") and expected_in(expected, r.get("error")))
+        # An accepted run has checked the candidate's output of every timed rep.
+        every = (r.get("checked_reps") or []) == list(range((r.get("candidate") or {}).get("n") or -1))
+        # ... and gave each worker an arena alone in its CUDA segment (IPC maps the segment).
+        arenas = ((r.get("containment") or {}).get("judge") or {}).get("arenas") or {}
+        every = every and arenas == {"candidate": "own CUDA segment", "champion": "own CUDA segment"}
+        good = bool(r.get("ok")) and every if expected is None else \
+            (not r.get("ok") and expected_in(expected, r.get("error")))
         bad += not good
         c, b = r.get("candidate") or {}, r.get("champion") or {}
         row = {"run": label, "good": good, "ok": r.get("ok"), "wall_s": round(wall, 3),
@@ -56,7 +64,7 @@ def main() -> int:
                "cand_mean_ms": c.get("mean_ms"), "champ_mean_ms": b.get("mean_ms"),
                "wall_probe_ms": r.get("wall_probe_ms"), "containment": r.get("containment"),
                "workers": r.get("workers"), "floor_ratio": r.get("floor_ratio"),
-               "timing_wall_s": r.get("timing_wall_s")}
+               "timing_wall_s": r.get("timing_wall_s"), "checked_reps": len(r.get("checked_reps") or [])}
         rows.append(row)
         print(f"{'ok ' if good else 'BAD'} {label:<30} ok={r.get('ok')} wall={wall:.2f}s "
               f"cand={c.get('mean_ms')} champ={b.get('mean_ms')} error={str(r.get('error'))[:300]}", flush=True)

@@ -4,7 +4,7 @@ against Nsight Compute, and the cost per candidate, every number through the jud
 
 Each A/A or power section is ONE judge job (`--rounds N`): the judge starts its two workers once
 and then runs N complete A/B rounds between them (warmup, interleaved reps with inputs refilled
-by the judge, spot checks, the clock cross-check), and each round is decided by
+by the judge, every timed output checked, the clock cross-check), and each round is decided by
 decision.decide. Only the worker start-up is shared between rounds; everything a decision rests
 on is measured anew each round.
 

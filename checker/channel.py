@@ -21,6 +21,11 @@ from multiprocessing.connection import Connection, Pipe
 ALIGN = 1024          # offsets of arena slots: at least the CUDA allocator's own alignment
 BASE_ALIGN = 2 * 2**20   # where the first slot of a GPU arena starts (absolute address)
 MAX_REPLY = 4 << 20   # bytes; a longer reply is a broken worker
+# CUDA IPC maps the whole cudaMalloc segment a tensor lives in, not the tensor: the caching
+# allocator packs blocks under 10 MiB into shared 20 MiB segments and splits larger cached ones,
+# so an arena must be a segment of its own (sizes: multiples of 2 MiB, above that 10 MiB line).
+SEGMENT_ROUND = 2 << 20
+OWN_SEGMENT_MIN = 12 << 20
 
 
 class WorkerGone(Exception):
@@ -45,9 +50,11 @@ class Arena:
             # champion's must not differ there (with the timed sets first in both arenas, this
             # took the H200 matmul A/A from -1.6% to +0.2%: results/session4/README.md).
             self.nbytes += BASE_ALIGN
-            self.base = torch.empty(self.nbytes, dtype=torch.uint8, device=device)
+            self.base = own_segment(torch, device, self.nbytes)[:self.nbytes]
             self.used = (-self.base.data_ptr()) % BASE_ALIGN
+            self.isolation = "own CUDA segment"
         else:
+            self.isolation = "own file"
             fd, self.path = tempfile.mkstemp(prefix="kernloop-arena-", dir=shm_dir())
             try:
                 os.ftruncate(fd, self.nbytes)
@@ -89,6 +96,26 @@ class Arena:
                 os.unlink(self.path)
             except OSError:
                 pass
+
+
+def own_segment(torch, device, nbytes: int):
+    """A uint8 CUDA buffer of at least `nbytes` that is alone in its cudaMalloc segment, so a
+    worker given it through CUDA IPC maps nothing else of the judge's: not another side's arena
+    (whose output slot holds the champion's answer to the same inputs), not an input or a
+    reference. Checked in the allocator's own snapshot; a try that landed in a shared or larger
+    segment is held until the end, so the next one cannot be handed the same block."""
+    size = max(-(-nbytes // SEGMENT_ROUND) * SEGMENT_ROUND, OWN_SEGMENT_MIN)
+    held = []
+    for _ in range(4):
+        t = torch.empty(size, dtype=torch.uint8, device=device)
+        ptr = t.data_ptr()
+        seg = next((g for g in torch.cuda.memory_snapshot()
+                    if g["address"] <= ptr < g["address"] + g["total_size"]), None)
+        if seg is not None and seg["address"] == ptr and seg["total_size"] == size:
+            return t
+        held.append(t)
+    raise RuntimeError("no CUDA segment of its own for an arena (is PYTORCH_CUDA_ALLOC_CONF "
+                       "setting expandable_segments?): a worker would map other judge memory")
 
 
 def attach(torch, handle):

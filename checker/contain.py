@@ -80,39 +80,84 @@ def make_judge_undumpable() -> object:
     return _try(lambda: _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
 
 
-def _tool_allowed(prog, argv) -> bool:
-    base = os.path.basename(str(prog or (argv[0] if argv else "")))
-    if not _TOOL.fullmatch(base):
-        return False
-    args = [str(a) for a in (argv or [])[1:]]
-    if base.startswith("ldconfig"):
-        return args == ["-p"]
-    return not any(a.startswith(_CC_BAD) for a in args)
+def tool_paths() -> set[str]:
+    """Real paths of the programs Triton runs: its bundled CUDA tools (or TRITON_<TOOL>_PATH),
+    the C compiler it would pick (CC, cc, gcc, clang), ldconfig. Read before the hook arms."""
+    import importlib.util
+    import shutil
+    cands = []
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.origin:
+        bindir = os.path.join(os.path.dirname(spec.origin), "backends", "nvidia", "bin")
+        cands += [os.path.join(bindir, f) for f in (os.listdir(bindir) if os.path.isdir(bindir) else [])]
+    for tool in ("ptxas", "ptxas-blackwell", "cuobjdump", "nvdisasm", "nvlink", "fatbinary"):
+        cands.append(os.environ.get(f"TRITON_{tool.upper().replace('-', '_')}_PATH"))
+    for name in ("cc", "gcc", "clang", "c++", "g++", "clang++", os.environ.get("CC"), os.environ.get("CXX"),
+                 "ldconfig", "/sbin/ldconfig", "/sbin/ldconfig.real"):
+        cands.append(name and (shutil.which(name) or name))
+    return {os.path.realpath(p) for p in cands if p and os.path.isfile(p)}
+
+
+def _env(env) -> dict:
+    return {os.fsdecode(k): os.fsdecode(v) for k, v in dict(os.environ if env is None else env).items()}
+
+
+def _resolve(prog, cwd, env) -> str | None:
+    """The file a spawn of `prog` executes: a path (relative to its cwd), or a name on PATH."""
+    import shutil
+    prog = os.fsdecode(prog)
+    if os.sep in prog:
+        return os.path.realpath(os.path.join(os.fsdecode(cwd) if cwd else os.getcwd(), prog))
+    found = shutil.which(prog, path=_env(env).get("PATH", os.defpath))
+    return os.path.realpath(found) if found else None
 
 
 class AuditGuard:
-    """sys.addaudithook cannot be undone; `armed` turns it on once the worker's own setup is
-    done. Every blocked attempt is remembered for the judge, and raises in the kernel."""
+    """sys.addaudithook cannot be undone; `arm()` turns it on once the worker's own setup is
+    done. Every blocked attempt is remembered for the judge, and raises in the kernel.
+
+    A spawn runs only a program whose real path is one Triton itself would run (a name alone,
+    'ptxas' on a symlink to /bin/sh, proves nothing), with the environment the worker had when
+    armed (LD_PRELOAD or GCC_EXEC_PREFIX would turn the compiler into any program)."""
 
     def __init__(self):
         self.armed = False
         self.seen: list[str] = []
+        self.tools: set[str] = set()
+        self.env0: dict = {}
+
+    def arm(self) -> None:
+        self.tools, self.env0 = tool_paths(), _env(None)
+        self.armed = True
+
+    def _spawn_ok(self, prog, argv, cwd, env) -> bool:
+        base = os.path.basename(os.fsdecode(prog or (argv[0] if argv else "")))
+        if not _TOOL.fullmatch(base) or _resolve(prog or argv[0], cwd, env) not in self.tools \
+                or _env(env) != self.env0:
+            return False
+        args = [str(a) for a in (argv or [])[1:]]
+        if base.startswith("ldconfig"):
+            return args == ["-p"]
+        return not any(a.startswith(_CC_BAD) for a in args)
 
     def __call__(self, event, args):
         if not self.armed:
             return
         bad = event.startswith(BLOCKED_EVENTS)
         if not bad and event.startswith(SPAWN_EVENTS):
-            if event == "subprocess.Popen":
-                prog, argv = args[0], args[1]
-            elif event == "os.spawn":
-                prog, argv = args[1], args[2]
-            else:
-                prog, argv = args[0], args[1]
+            if event == "subprocess.Popen":    # (executable, args, cwd, env)
+                prog, argv, cwd, env = args[0], args[1], args[2], args[3]
+            elif event == "os.spawn":          # (mode, path, args, env)
+                prog, argv, cwd, env = args[1], args[2], None, args[3]
+            else:                              # os.posix_spawn, os.exec: (path, args, env)
+                prog, argv, cwd, env = args[0], args[1], None, args[2] if len(args) > 2 else None
             argv = [argv] if isinstance(argv, (str, bytes)) else list(argv or [])
-            bad = not _tool_allowed(prog, argv)
+            try:
+                bad = not self._spawn_ok(prog, argv, cwd, env)
+            except Exception:   # noqa: BLE001 - anything unreadable is not one of Triton's tools
+                bad = True
             if bad:
-                event = f"{event} of {os.path.basename(str(prog or (argv[0] if argv else '?')))}"
+                event = f"{event} of {os.path.basename(os.fsdecode(prog or (argv[0] if argv else '?')))}"
         if bad:
             self.seen.append(event)
             raise PermissionError(f"KernLoop worker: {event} is not allowed in a kernel")

@@ -156,10 +156,12 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     cases = []
+    # One more draw per shape where the spec names a stress range for an input (stress_scale).
+    stressed = any(i.get("stress_scale") for i in spec["inputs"])
     for shape in shapes:
-        for _ in range(args.draws):
+        for draw in range(args.draws + stressed):
             seed = secrets.randbits(62)
-            inputs = V.make_inputs(torch, spec, shape, device, dtype_of, seed)
+            inputs = V.make_inputs(torch, spec, shape, device, dtype_of, seed, stress=draw == args.draws)
             ref = V.reference(torch, spec, inputs, ref_dtype)
             cases.append({"shape": shape, "seed": seed, "inputs": inputs, "ref": ref,
                           "label": V.shape_label(shape),
@@ -172,7 +174,7 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     if timing_on:   # the champion's setup is queued now and proceeds while the candidate is checked
         import ab
         args.champion_load = load_payload(spec, args.champion, args.champion_torch, out_name)
-        timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype)
+        timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
         size += timed.nbytes
         timed.start_champion(sides["champion"])
     cand.arena = channel.Arena(torch, device, size)
@@ -192,7 +194,9 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
                  "flush": ready.get("flush")}
     r = cand.expect_ok(cand.w.call("arena", cand.arena.handle()), "harness", "worker could not map its arena")
     cand.arena.unlink()
-    result["containment"] = {"judge": {"undumpable": result.pop("_undumpable", None)},
+    result["containment"] = {"judge": {"undumpable": result.pop("_undumpable", None),
+                                       "arenas": {role: sd.arena.isolation for role, sd in sides.items()
+                                                  if sd.arena is not None}},
                              "candidate": r.get("containment")}
     result["workers"] = {"candidate": cand.info}
     result["stage"] = "load"

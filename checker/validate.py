@@ -44,8 +44,10 @@ def shape_label(shape: dict) -> str:
     return "x".join(str(v) for v in shape.values())
 
 
-def make_inputs(torch, spec: dict, shape: dict, device, dtype_of, seed: int) -> list:
-    """Fresh signed random inputs (never zeros: they hide unwritten outputs)."""
+def make_inputs(torch, spec: dict, shape: dict, device, dtype_of, seed: int, stress: bool = False) -> list:
+    """Fresh signed random inputs (never zeros: they hide unwritten outputs). `stress`: the draw
+    where each input with a `stress_scale` is drawn that many times wider (the range a kernel
+    must also handle, which the usual draw never reaches: large logits for a softmax)."""
     g = torch.Generator(device=device)
     g.manual_seed(seed)
     out = []
@@ -62,7 +64,8 @@ def make_inputs(torch, spec: dict, shape: dict, device, dtype_of, seed: int) -> 
             x = x * 2 - 1 if dist == "uniform" else x
         else:
             x = torch.randn(dims, generator=g, device=device, dtype=torch.float32)
-        out.append((x * inp.get("scale", 1.0)).to(dtype_of(inp["dtype"])).contiguous())
+        scale = inp.get("scale", 1.0) * (inp.get("stress_scale") or 1.0 if stress else 1.0)
+        out.append((x * scale).to(dtype_of(inp["dtype"])).contiguous())
     return out
 
 
@@ -107,7 +110,7 @@ def torch_side(torch, spec: dict, out_dtype, expr: str | None = None):
 
     def run_torch(*xs):
         with torch.no_grad():
-            return fn(*xs).to(out_dtype)
+            return fn(*xs).to(out_dtype).contiguous()   # what a user holds: a dense tensor
     return run_torch
 
 
@@ -133,7 +136,7 @@ def is_16bit(torch, dtype) -> bool:
 
 
 def check_meta(meta: dict, want_shape: tuple, want_dtype: str, want_device: str) -> None:
-    """The worker's description of the returned object (type, shape, dtype, device, aliasing).
+    """The worker's description of the returned object (type, shape, dtype, device, layout, aliasing).
     A lying worker gains nothing: the values are judged from the judge's own copy."""
     if meta.get("type") != "Tensor":
         raise Reject("correctness", f"output must be a plain torch.Tensor, got {meta.get('type')}", False)
@@ -146,6 +149,10 @@ def check_meta(meta: dict, want_shape: tuple, want_dtype: str, want_device: str)
         raise Reject("correctness", f"output on {meta.get('device')}, expected {want_device}", False)
     if meta.get("aliases"):
         raise Reject("correctness", "output aliases an input buffer", False)
+    if meta.get("contiguous") is not True:
+        raise Reject("correctness", "output must be a contiguous (row-major) tensor: the worker's copy "
+                     "of a strided view into the judge's slot is not timed, and would do the kernel's "
+                     "layout work (a transpose, a broadcast) for free", False)
 
 
 def judge_values(torch, out, ref, tol: float, floor: float, multiple: float, label: str,

@@ -77,13 +77,16 @@ class Worker:
             except Exception as e:   # noqa: BLE001 - reported; the kernel's own launch will fail too
                 self.containment["triton_driver_warm"] = f"failed: {e}"
         self.guards = contain.guard_targets(self.torch, globals())
-        self.audit.armed = True
+        self.audit.arm()
         try:
             if payload.get("torch_side") is not None:   # the spec's reference in torch, no file
                 import validate
                 self.fn = validate.torch_side(self.torch, payload["torch_side"],
                                               getattr(self.torch, payload["out_dtype"]))
                 return {"ok": True, **self.watched()}
+            bad = _not_utf8(payload["path"])
+            if bad:   # Python would run another program than the UTF-8 text the contract read
+                return {"error": f"kernel file refused: {bad}", **self.watched()}
             spec = importlib.util.spec_from_file_location("kernloop_kernel", payload["path"])
             mod = importlib.util.module_from_spec(spec)
             sys.modules["kernloop_kernel"] = mod
@@ -147,7 +150,7 @@ class Worker:
             return {"type": type(out).__name__}
         ptr = out.untyped_storage().data_ptr()
         return {"type": "Tensor", "shape": list(out.shape), "dtype": str(out.dtype).replace("torch.", ""),
-                "device": str(out.device),
+                "device": str(out.device), "contiguous": bool(out.is_contiguous()),
                 "aliases": ptr == self.arena_ptr}
 
     def _poison(self, nbytes: int) -> None:
@@ -159,6 +162,24 @@ class Worker:
             del junk
         except RuntimeError:
             pass
+
+
+def _not_utf8(path: str) -> str | None:
+    """Why the file is not plain UTF-8 Python (a coding declaration naming another codec, bytes
+    that are not UTF-8), or None. The import below decodes by the declaration (PEP 263), and so
+    do Triton's inspect.getsource and ncu's child: all of them must read the text checked."""
+    import codecs
+    import io
+    import tokenize
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        enc, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        raw.decode("utf-8")
+    except (SyntaxError, UnicodeDecodeError) as e:
+        return f"not UTF-8 text ({e})"
+    name = codecs.lookup(enc).name
+    return None if name in ("utf-8", "utf-8-sig") else f"coding declaration '{enc}' (kernel files are UTF-8)"
 
 
 def main(argv=None) -> int:

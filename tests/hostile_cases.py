@@ -6,7 +6,8 @@ run-time defence is shown to stand on its own. Shared by tests/test_hostile.py (
 interpreter) and bench/hostile_gpu.py (the GPU-only ones, on the H200).
 
 case: name -> (make(base_code) -> code, expected substring(s) of the rejection, where)
-where: "any" (interpreter and GPU), "gpu" (needs CUDA: timing, streams, device memory)
+where: "any" (interpreter and GPU), "gpu" (needs CUDA: timing, streams, device memory),
+"timed" (needs the A/B: the GPU, or the interpreter with the judge's --host-clock)
 """
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ CASES = {
     "returns_nan": (_after_alloc("    return torch.full((M, N), float('nan'), device=a.device, dtype=a.dtype)\n"),
                     "NaN", "any"),
     "wrong_dtype": (_replace_return("    return c.float()\n"), "dtype", "any"),
+    # -- a right answer in a strided layout: the worker's untimed copy-out would do the transpose
+    "returns_transposed_view": (
+        lambda b: b.replace(ALLOC, "    c = torch.empty((N, M), device=a.device, dtype=a.dtype).t()\n"),
+        "contiguous", "any"),
     "lazy_subclass": (lambda b: b.replace("def matmul(a, b):", "class Lazy(torch.Tensor):\n    pass\n\n\ndef matmul(a, b):")
                       .replace(RET, "    return c.as_subclass(Lazy)\n"), "plain torch.Tensor", "any"),
     # -- inputs
@@ -167,6 +172,33 @@ def _fake(torch, fn, args, flush, watch):
     return out, s2, e2
 _T.timed_call = _fake
 """
+# A file whose UTF-8 text (what the contract reads) is an honest launcher, while Python, told
+# `coding: utf-7`, decodes each `+AAo-` in the comment as a newline: the entry returns torch.mm
+# outside the op recorder. No '+' may appear elsewhere (UTF-7 would reject it).
+UTF7_HIDDEN_MM = """# coding: utf-7
+\"\"\"A matmul.\"\"\"
+import torch
+import triton
+import triton.language as tl
+
+CONFIG = dict(BLOCK=32)
+
+
+@triton.jit
+def _k(x_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.store(x_ptr - (-pid), 0.0)
+
+
+def matmul(a, b):
+    M, K = a.shape
+    K2, N = b.shape
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    # tiles +AAo-    import torch.utils._python_dispatch as d+AAo-    with d._disable_current_modes():+AAo-        return torch.mm(a, b)
+    _k[(1,)](c, BLOCK=CONFIG["BLOCK"])
+    return c
+"""
+
 CASES.update({
     "walks_frames_for_judge_state": (_prefix(_STEAL_FRAMES), "no judge state in this process", "any"),
     "reads_reference_tensors": (_prefix(_STEAL_REFS), "no float reference tensor", "any"),
@@ -194,7 +226,32 @@ CASES.update({
         "precision downgrade", "any"),
     "forges_event_times": (_prefix(_FORGE_EVENTS), "work escaped the timed region", "gpu"),
     "exits_worker": (_after_alloc("    import os\n    os._exit(0)\n"), "worker died", "any"),
+    "utf7_hides_torch_mm": (lambda b: UTF7_HIDDEN_MM, "coding declaration 'utf-7'", "any"),
+    # the audit hook's tool names: any program called 'ptxas', and the real compiler under an
+    # environment that makes it load or run another program
+    "spawns_symlink_named_ptxas": (
+        _after_alloc("    import os, subprocess, tempfile\n    d = tempfile.mkdtemp()\n"
+                     "    os.symlink('/bin/true', os.path.join(d, 'ptxas'))\n"
+                     "    subprocess.run([os.path.join(d, 'ptxas'), '-c', 'exit 0'], check=True)\n"),
+        "subprocess.Popen of ptxas", "any"),
+    "spawns_cc_with_ld_preload": (
+        _after_alloc("    import os, subprocess\n    os.environ['LD_PRELOAD'] = ''\n"
+                     "    subprocess.run(['cc', '--version'], check=True, stdout=subprocess.DEVNULL)\n"),
+        "subprocess.Popen of cc", "any"),
 })
+
+# Right on every correctness call, wrong on about half the timed reps: the launcher tells the timed
+# phase by its input's place in the arena (the timed set comes first, under 2 MiB of alignment;
+# every correctness case lies past the timed shape's inputs and output), the kernel picks the reps
+# from the input's first value. With k sampled reps checked this passed with probability 2^-k.
+_TIMED_FLAG = "1 if a.storage_offset() < M * K + K * N + M * N else 0"
+CASES["wrong_on_half_the_timed_reps"] = (
+    lambda b: b.replace("GROUP_M: tl.constexpr):", "GROUP_M: tl.constexpr, TIMED: tl.constexpr):")
+    .replace("    c = acc.to(c_ptr.dtype.element_ty)\n",
+             "    if TIMED:\n        x = tl.load(a_ptr).to(tl.float32)\n"
+             "        acc = acc * tl.where(x > 0, 0.0, 1.0)\n    c = acc.to(c_ptr.dtype.element_ty)\n")
+    .replace('GROUP_M=cfg["GROUP_M"], num_warps', f'GROUP_M=cfg["GROUP_M"], TIMED={_TIMED_FLAG}, num_warps'),
+    "output of timed call", "timed")
 
 # Faults that kill or hang the checker process itself: the backend must turn them into clean
 # errors (no result line, timeout) and the next candidate must run in a fresh process.

@@ -120,6 +120,11 @@ def test_tma_descriptors_and_config_splat_pass():
 L = 49  # the line launcher() inserts at
 J = 16  # the line kernel() inserts at
 HOSTILE = [
+    # -- the bytes Python runs are not the text checked: a coding declaration (PEP 263)
+    ("coding_utf7", hostile_cases.UTF7_HIDDEN_MM, 1, "coding declaration 'utf-7': kernel files are UTF-8"),
+    ("coding_latin1_line2", "#!/usr/bin/env python\n# -*- coding: latin-1 -*-\n" + BASE, 2, "coding declaration 'iso-8859-1'"),
+    ("coding_rot13", "# coding: rot13\n" + BASE, 1, "coding declaration 'rot13'"),
+    ("coding_unknown", "# coding: klingon\n" + BASE, 1, "unknown encoding"),
     # -- the outside world through torch's and triton's module attributes
     ("torch_os_system", launcher("torch.os.system('true')"), L, "'torch.os.system' is not in the allow-list"),
     ("torch_sys_modules", launcher("m = torch.sys.modules['__main__']"), L, "'torch.sys.modules' is not in the allow-list"),
@@ -173,6 +178,8 @@ HOSTILE = [
     ("tensor_through_ifexp", launcher("x = (a if M else b) * 1"), L, "arithmetic on a tensor ('(a if M else b) * 1')"),
     ("tensor_in_grid_lambda", launcher("g = lambda META: (a.sum(),)"), L, "attribute '.sum' is not in the allow-list"),
     ("grid_lambda_arith", launcher("g = lambda META: (a * 2,)"), L, "arithmetic on a tensor ('a * 2')"),
+    ("grid_meta_tensor", launcher("g = lambda META: (int(META['a_ptr'][0, 0] > 0) + 1,)"), L, "'META['a_ptr']': a grid reads from META only a kernel's tl.constexpr parameters"),
+    ("grid_meta_int_param", launcher("g = lambda META: (META['M'] * 2,)"), L, "'META['M']': a grid reads from META only"),
     ("config_get_smuggles_tensor", launcher("x = CONFIG.get('nope', a)"), L, "a tensor passed to 'CONFIG.get' ('a')"),
     # -- host syncs, raw memory, streams
     ("item", launcher("v = a.item()"), L, "attribute '.item' is not in the allow-list (a host sync)"),
@@ -239,6 +246,16 @@ HOSTILE = [
     ("launch_handle_kept", launcher("h = _matmul_kernel[(1,)](a, b, c)"), L, "the value of a launch"),
     ("grid_of_tensors", launcher("_matmul_kernel[(a,)](a, b, c)"), L, "grid '(a,)' is not a tuple of sizes"),
     ("launch_hook", launcher("_matmul_kernel[(1,)](a, b, c, pre_hook=print)"), L, "name 'print' is not in the allow-list"),
+    # -- launch keywords Triton hands to its compiler: IR or bitcode read from a file, ptxas flags
+    ("launch_ir_override", launcher("_matmul_kernel[(1,)](a, b, c, ir_override='/tmp/k.ptx')"), L, "launch keyword 'ir_override' is neither a parameter of a kernel here nor a listed launch option (it compiles IR read from a file)"),
+    ("launch_extern_libs", launcher("_matmul_kernel[(1,)](a, b, c, extern_libs=(('libdevice', '/tmp/x.bc'),))"), L, "launch keyword 'extern_libs'"),
+    ("launch_ptx_options", launcher("_matmul_kernel[(1,)](a, b, c, ptx_options='--dont-merge-basicblocks')"), L, "launch keyword 'ptx_options'"),
+    ("launch_debug", launcher("_matmul_kernel[(1,)](a, b, c, debug=True)"), L, "launch keyword 'debug'"),
+    ("param_named_ir_override", BASE.replace("GROUP_M: tl.constexpr):", "GROUP_M: tl.constexpr, ir_override: tl.constexpr):")
+     .replace('GROUP_M=cfg["GROUP_M"], num_warps', 'GROUP_M=cfg["GROUP_M"], ir_override="/tmp/k.ttgir", num_warps'), 11,
+     "'_matmul_kernel': parameter 'ir_override' is named like a Triton compile option (Triton reads every launch keyword as one) (it compiles IR read from a file)"),
+    ("config_splat_ir_override", BASE.replace("num_stages=2)", "num_stages=2, ir_override='/tmp/k.ttgir')")
+     .replace(ALLOC, ALLOC + "    _matmul_kernel[(1,)](a, b, c, M, N, K, 1, 1, 1, 1, 1, 1, **CONFIG)\n"), L, "launch keyword 'ir_override' (a CONFIG key, splatted)"),
     ("call_config_value", launcher("CONFIG['BLOCK_M']()"), L, "call of a computed value ('CONFIG['BLOCK_M']')"),
     ("str_method", launcher("x = a.device.type.upper()"), L, "attribute '.upper' is not in the allow-list"),
     ("shape_method", launcher("x = a.shape.index(3)"), L, "attribute '.index' is not in the allow-list"),
@@ -297,6 +314,20 @@ def test_hostile_construct_is_rejected_with_its_line_and_reason(code, line, reas
     assert any(r.startswith(want) and reason in r for r in reasons), reasons
 
 
+def test_the_option_names_cover_the_installed_triton():
+    """Triton hands every launch keyword to its backend's options; the contract's list of those
+    names must hold all of the installed Triton's (a new option must not pass as a parameter)."""
+    from contract_launcher import TRITON_OPTIONS
+    from triton.backends.nvidia.compiler import CUDAOptions
+    fields = set(CUDAOptions.__dataclass_fields__)
+    try:
+        from triton.backends.amd.compiler import HIPOptions
+        fields |= set(HIPOptions.__dataclass_fields__)
+    except ImportError:
+        pass
+    assert fields <= TRITON_OPTIONS, sorted(fields - TRITON_OPTIONS)
+
+
 def test_a_helper_cannot_launder_tensor_compute():
     """Tensors reach helper functions through their call sites: the helper is held to the same
     rules as the entry (no arithmetic, no torch ops, no host syncs on what it is given)."""
@@ -314,6 +345,34 @@ def test_a_helper_cannot_launder_tensor_compute():
     assert any("attribute '.sum'" in r for r in contract.check(unused, SPEC))
 
 
+def _late_chain(n: int, tail: str) -> str:
+    """A tensor reaching `y<n>` only after n passes of the inference: each name starts as a
+    scalar, and the loop body assigns them in the order that moves the tensor one step a pass."""
+    head = "".join(f"    y{i} = 0\n" for i in range(n, 0, -1))
+    body = "".join(f"        y{i} = y{i - 1}\n" for i in range(n, 1, -1))
+    return BASE.replace(ALLOC, ALLOC + head + f"    for _i in range({n}):\n" + body + "        y1 = a\n" + tail)
+
+
+def _helper_chain(n: int) -> str:
+    """Helpers defined callee-first, so one pass moves the tensor one call deeper; the last
+    one is also called with a scalar, so its parameter is never merely unknown."""
+    helpers = f"def _h{n}(t):\n    return t * 2\n\n\n" + "".join(
+        f"def _h{i}(t):\n    return _h{i + 1}(t)\n\n\n" for i in range(n - 1, 0, -1))
+    return BASE.replace("def matmul(a, b):", helpers + "def matmul(a, b):") \
+        .replace(ALLOC, ALLOC + f"    x = _h{n}(3)\n    d = _h1(c)\n")
+
+
+def test_a_tensor_is_a_tensor_however_late_the_inference_learns_it():
+    """The types are inferred to a fixpoint: a bounded number of passes left a tensor that
+    arrived late typed as a scalar, and arithmetic, indexing and host reads on it passed."""
+    for n in (3, 12, 40):
+        assert any("arithmetic on a tensor ('y%d * 2')" % n in r for r in contract.check(_late_chain(n, f"    d = y{n} * 2\n"), SPEC)), n
+        assert any("indexing a tensor ('y%d[0]')" % n in r for r in contract.check(_late_chain(n, f"    d = y{n}[0]\n"), SPEC)), n
+        assert any("a tensor passed to 'int'" in r for r in contract.check(_late_chain(n, f"    d = int(y{n})\n"), SPEC)), n
+        assert any("arithmetic on a tensor ('t * 2')" in r for r in contract.check(_helper_chain(n), SPEC)), n
+    assert contract.check(_late_chain(12, "    d = y1.shape[0] * 2\n"), SPEC) == []   # metadata stays fine
+
+
 def test_the_contract_rejects_the_runtime_hostile_cases_it_can_see():
     """The checker's hostile suite runs past the contract on purpose; these cases (and every
     fault) must also be stopped here, before any GPU time. The rest are behaviour only a run
@@ -321,7 +380,8 @@ def test_the_contract_rejects_the_runtime_hostile_cases_it_can_see():
     static = {"lazy_subclass", "caches_by_shape", "torch_fallback_matmul", "torch_mm_via_getattr",
               "try_except_fallback", "patches_event_timer", "patches_checker", "patches_sync",
               "network_access", "forks", "starts_thread", "shell_command", "call_counting_then_garbage",
-              "caches_by_pointer_when_timed", "side_stream_work", "wrong_dtype"}
+              "caches_by_pointer_when_timed", "side_stream_work", "wrong_dtype", "utf7_hides_torch_mm",
+              "spawns_symlink_named_ptxas", "spawns_cc_with_ld_preload"}
     makes = [make for name, (make, *_) in hostile_cases.CASES.items() if name in static]
     makes += [make for make, _ in hostile_cases.FAULTS.values()]
     assert len(makes) >= 12, "the runtime hostile suite was renamed: update this list"
@@ -336,6 +396,21 @@ def test_entry_kernel_and_config_required():
                for r in contract.check(BASE.replace("CONFIG = dict(BLOCK_M=32", "CONFIG = dict(BLOCK_M=len('ab')"), SPEC))
     assert "no @triton.jit kernel in the file" in contract.check(BASE.replace("@triton.jit\n", ""), SPEC)
     assert contract.check("def broken(:\n", SPEC)[0].startswith("syntax error")
+
+
+def test_utf8_declarations_still_pass():
+    for head in ("# -*- coding: utf-8 -*-\n", "# coding=utf8\n", "#!/usr/bin/env python\n# vim: set fileencoding=UTF-8 :\n"):
+        assert contract.check(head + BASE, SPEC) == [], head
+
+
+def test_a_file_too_deep_to_parse_is_rejected_not_raised():
+    """An answer nested beyond Python's limits (a 50,000-term sum) raised RecursionError out of
+    the contract, and with it out of the loop's iteration: the run stopped on a traceback."""
+    deep = "+".join(["1"] * 50_000)
+    for code in (f"X = {deep}\n" + BASE, launcher(f"x = {deep}"), kernel(f"q = {deep}")):
+        assert contract.check(code, SPEC) == [
+            "the file is nested too deeply to be judged (RecursionError): split long expressions"]
+    assert contract.read_config(f"CONFIG = dict(A={deep})\n") is None
 
 
 def test_read_config():
@@ -379,6 +454,7 @@ def test_every_name_the_table_offers_is_accepted_where_it_says():
     uses += [withmath(launcher(f"x = math.{n}")) for n in names("math")]
     uses += [launcher(f"x = a.device.{n}") for n in names("meta_attrs")]
     uses += [launcher(f"x = CONFIG.{n}('BLOCK_M')") for n in names("config")]
+    uses += [launcher(f"_matmul_kernel[(1,)](a, b, c, {n}=4)") for n in names("launch_options")]
     uses += [launcher(f"x = {n}(M)") for n in names("builtins")]
     uses += [kernel(f"t = tl.{n}") for n in names("jit_tl")]
     uses += [kernel(f"t = tl.math.{n}(pid)\nu = tl.extra.cuda.libdevice.{n}(pid)") for n in names("jit_math")]

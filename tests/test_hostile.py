@@ -2,8 +2,10 @@
 
 Each exploit goes to the checker directly (the static contract is bypassed on purpose) so every
 run-time defence is shown to stand alone; a few then go through the whole loop to show it goes
-on and the champion never changes because of them. The GPU-only cases (timing-phase cheats,
-side streams, illegal memory access, out of memory) run on the H200 in bench/hostile_gpu.py.
+on and the champion never changes because of them. The "timed" cases run the A/B against the
+champion in the interpreter too (the judge's --host-clock: host clocks, the rules only). The
+GPU-only cases (side streams, forged events, illegal memory access, out of memory) run on the
+H200 in bench/hostile_gpu.py and bench/judge_smoke.py.
 bf16 is checked as fp16 here: the interpreter's tl.dot is wrong for bf16 operands.
 """
 import json
@@ -35,6 +37,70 @@ def check(tmp_path, code, timeout=120):
                      "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
                      "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], timeout, cwd=str(tmp_path))
     return parse_child(out, "synthetic", True, tmp_path / "checker.log")
+
+
+def check_timed(tmp_path, code, reps=12):
+    """The judge with the A/B against the champion run in the interpreter (--host-clock:
+    host clocks, the rules only), 3 draws of one check shape, `reps` timed reps."""
+    spec = SPEC.to_checker()
+    spec["check_shapes"] = [{"M": 37, "N": 45, "K": 29}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "cand.py").write_text(code)
+    (tmp_path / "champ.py").write_text(BASE)
+    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+                     "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
+                     "--mode", "interpret", "--host-clock", "--draws", "3", "--reps", str(reps),
+                     "--warmup", "2", "--backend", "synthetic"], 300, cwd=str(tmp_path))
+    return parse_child(out, "synthetic", True, tmp_path / "checker.log")
+
+
+TIMED_CASES = {k: v for k, v in CASES.items() if v[2] == "timed"}
+
+
+def test_every_timed_output_is_checked(tmp_path):
+    """The A/B checks the candidate's output of every timed rep, not a sample of them."""
+    r = check_timed(tmp_path, BASE)
+    assert r["ok"], r["error"]
+    assert r["checked_reps"] == list(range(12))
+    assert r["candidate"]["n"] == r["champion"]["n"] == 12 and r["wall_probe_ms"]
+
+
+@pytest.mark.parametrize("name", sorted(TIMED_CASES))
+def test_timed_phase_exploit_rejected(tmp_path, name):
+    """Passes the contract, is right on every correctness call, wrong on some timed reps."""
+    import contract
+    make, expected, _ = TIMED_CASES[name]
+    code = make(BASE)
+    assert code != BASE and contract.check(code, SPEC) == []
+    r = check_timed(tmp_path, code)
+    assert r["ok"] is False and expected_in(expected, r["error"]), r["error"]
+    assert r["stage"] == "timing"
+
+
+def test_a_softmax_right_only_for_small_logits_fails_the_stress_draw(tmp_path):
+    """The naive softmax without its max pass reads each row twice, not three times, and is
+    right for normal(0, 1) logits (exp cannot overflow); softmax.yaml's stress_scale draw (logits
+    of std 50) is where it must still be right, and it returns inf/inf there."""
+    import contract
+    sspec = load_spec(ROOT / "specs" / "softmax.yaml")
+    base = sspec.baseline.read_text()
+    start, end = base.index("    # Pass 1: the row maximum."), base.index("    # Pass 2")
+    code = base[:start] + "    m = tl.zeros((ROWS,), dtype=tl.float32)\n" + base[end:]
+    assert contract.check(code, sspec) == []
+    spec = sspec.to_checker()
+    spec["check_shapes"] = [{"M": 9, "N": 100}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "cand.py").write_text(code)
+    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+                     "--candidate", str(tmp_path / "cand.py"), "--champion", str(sspec.baseline),
+                     "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], 120, cwd=str(tmp_path))
+    r = parse_child(out, "synthetic", True, tmp_path / "checker.log")
+    assert r["ok"] is False and "NaN or Inf" in r["error"], r["error"]
+    (tmp_path / "cand.py").write_text(base)   # the honest baseline passes the same draws
+    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+                     "--candidate", str(tmp_path / "cand.py"), "--champion", str(sspec.baseline),
+                     "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], 120, cwd=str(tmp_path))
+    assert parse_child(out, "synthetic", True, tmp_path / "checker.log")["ok"]
 
 
 @pytest.mark.parametrize("name", sorted(CPU_CASES))

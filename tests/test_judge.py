@@ -2,8 +2,9 @@
 interpret mode on the CPU (real Triton kernels, TRITON_INTERPRET=1), the static contract
 bypassed on purpose: what a kernel can still reach from its own worker, what the judge sees of
 it from outside, and what the loop does with a child's result line it cannot trust.
-The GPU half (CUDA IPC, the A/B between two workers, the clock check) runs in
-bench/judge_smoke.py on the H200.
+The GPU half (CUDA IPC, the A/B between two workers on GPU clocks, the clock check) runs in
+bench/judge_smoke.py on the H200; the A/B's rules also run here (tests/test_hostile.py,
+--host-clock).
 """
 import json
 import subprocess
@@ -56,6 +57,7 @@ def test_baseline_passes_and_the_result_names_its_containment(tmp_path):
     assert "Triton's compiler" in c["audit_hook"]
     assert r["containment"]["judge"]["undumpable"] in (True,) or "unavailable" in str(r["containment"]["judge"])
     assert r["workers"]["candidate"]["pid"] > 0 and r["floors"] and r["floor_ratio"]
+    assert r["containment"]["judge"]["arenas"] == {"candidate": "own file"}   # GPU: "own CUDA segment"
     assert set(r["phase_s"]) >= {"spawn", "import", "references", "workers_ready", "load", "correctness"}
 
 
@@ -201,3 +203,36 @@ def test_every_checker_module_is_staged_with_the_job(tmp_path):
     files = stage_job(SPEC, SPEC.baseline, SPEC.baseline, tmp_path)
     assert {p.name for p in files.values()} >= set(CHECKER_MODULES)
     assert all((tmp_path / name).exists() for name in here)
+
+
+def test_the_audit_hook_still_lets_tritons_own_tools_run(tmp_path):
+    """The hook judges a spawn by the real path of what runs and the environment: the compiler
+    Triton would pick and `ldconfig -p` still run (a real hook, in a child process); a symlink
+    named like a tool, or the compiler under a changed environment, do not."""
+    import shutil
+    if not shutil.which("cc"):
+        import pytest
+        pytest.skip("no C compiler on this machine")
+    script = (
+        "import os, subprocess, sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'checker')!r})\n"
+        "import contain\n"
+        "g = contain.AuditGuard(); sys.addaudithook(g); g.arm()\n"
+        "out = []\n"
+        "def run(argv):\n"
+        "    try:\n"
+        "        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "        out.append('ran')\n"
+        "    except PermissionError:\n"
+        "        out.append('blocked')\n"
+        "run(['cc', '--version'])\n"
+        "run(['/sbin/ldconfig', '-p'] if os.path.exists('/sbin/ldconfig') else ['ldconfig', '-p'])\n"
+        f"os.symlink('/bin/true', {str(tmp_path / 'ptxas')!r})\n"
+        f"run([{str(tmp_path / 'ptxas')!r}])\n"
+        "run(['ldconfig', '-v'])\n"
+        "os.environ['GCC_EXEC_PREFIX'] = '/tmp/x/'\n"
+        "run(['cc', '--version'])\n"
+        "print(out)\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == "['ran', 'ran', 'blocked', 'blocked', 'blocked']", p.stdout + p.stderr
+

@@ -59,6 +59,10 @@ def test_good_spec_defaults(tmp_path):
     ("{name: b, shape: [K, N]}", "{name: a, shape: [K, N]}", "inputs"),
     ("search_space: {BLOCK_M: [32, 64]}", "search_space: {BLOCK_M: []}", "search_space.BLOCK_M"),
     ("name: t", "name: t\ndtype: int3", "dtype"),
+    ("{name: a, shape: [M, K]}", "{name: a, shape: [M, K], stress_scale: 0}", "inputs[0].stress_scale"),
+    ("{name: a, shape: [M, K]}", "{name: a, shape: [M, K], stress_scale: big}", "inputs[0].stress_scale"),
+    ("{name: a, shape: [M, K]}", "{name: a, shape: [M, K], dtype: int64, dist: randint, high: 9, stress_scale: 2}",
+     "inputs[0].stress_scale"),
 ])
 def test_bad_spec_names_file_and_field(tmp_path, old, new, field):
     assert old in GOOD
@@ -67,6 +71,12 @@ def test_bad_spec_names_file_and_field(tmp_path, old, new, field):
         load_spec(p)
     assert e.value.field == field
     assert str(p) in str(e.value) and f"'{field}'" in str(e.value)
+
+
+def test_stress_scale_reaches_the_checker(tmp_path):
+    s = load_spec(write(tmp_path, GOOD.replace("{name: a, shape: [M, K]}", "{name: a, shape: [M, K], stress_scale: 8}")))
+    ins = s.to_checker()["inputs"]
+    assert ins[0]["stress_scale"] == 8.0 and "stress_scale" not in ins[1]
 
 
 def test_missing_file_and_bad_yaml(tmp_path):
