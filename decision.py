@@ -16,8 +16,13 @@ def _text(x) -> str:
 def decide(result: dict | None, min_gain: float = 0.02, sigma: float = 2.0,
            require_significance: bool = True) -> dict:
     """Promote only if the candidate is correct, its mean beats the champion's mean measured in
-    the SAME job by more than min_gain, and the gap exceeds sigma standard errors:
+    the SAME job by more than min_gain, the gap exceeds sigma standard errors, and the medians
+    agree (where both are given):
         cand < champ * (1 - min_gain)  and  champ - cand > sigma * sqrt(sc^2/nc + sb^2/nb)
+        and  cand_median < champ_median * (1 - min_gain)
+    Why the medians: a burst of slow reps on one side moves its mean and widens its spread
+    too little to fail the sigma test (an H200 A/A of identical kernels: one promotion in 100
+    at +2.7% in the means, medians equal; results/session4/README.md).
     Returns {verdict, promoted, reason, rule}; verdict in promoted|rejected|incorrect|failed."""
     rule = {"min_gain": min_gain, "sigma": sigma, "require_significance": require_significance}
     if not result or not isinstance(result, dict):
@@ -52,6 +57,16 @@ def decide(result: dict | None, min_gain: float = 0.02, sigma: float = 2.0,
                  "delta_ms": delta, "significance_ms": sigma * se, "significant": significant,
                  "n": min(nc, nb)})
     beats = c < threshold_ms
+    cm, bm = cand.get("median_ms"), champ.get("median_ms")
+    median_beats = None
+    if _finite(cm) and _finite(bm) and cm > 0 and bm > 0:
+        median_beats = cm < bm * (1.0 - min_gain)
+        rule.update(median_gain=1.0 - cm / bm, median_beats=median_beats)
+    if beats and median_beats is False:
+        return {"verdict": "rejected", "promoted": False, "rule": rule,
+                "reason": f"{speedup:.2f}x the champion in the means ({c:.4f} vs {b:.4f} ms) but "
+                          f"not in the medians ({cm:.4f} vs {bm:.4f} ms): the {min_gain:.0%} bar "
+                          f"rests on a burst of slow reps"}
     if beats and (significant or not require_significance):
         return {"verdict": "promoted", "promoted": True,
                 "reason": f"{speedup:.2f}x the champion ({c:.4f} vs {b:.4f} ms), beats the {min_gain:.0%} bar "

@@ -113,6 +113,7 @@ class Spec:
                                              "reference_source", "reference_fn", "compare", "floor_multiple")}
         flops, nbytes = self.cost_of(self.shapes[0])
         d["cost_timed"] = {"flops": flops, "bytes": nbytes}   # the checker evaluates no formulas
+        d["min_gain"] = self.loop["min_gain"]   # the bar a candidate's second look waits for
         return json.loads(json.dumps(d))
 
     def summary(self) -> dict:

@@ -22,13 +22,20 @@ except ImportError:
     from timing import timed_call
 
 
-def wants_profile(result: dict, always: bool) -> bool:
-    """Profile the baseline and final jobs (`always`) and any candidate whose mean beats the
-    champion's: the ones that may be promoted. Pure."""
+def wants_profile(result: dict, always: bool, min_gain: float = 0.0) -> bool:
+    """Profile the baseline and final jobs (`always`) and any candidate whose mean and median
+    both beat the champion's by more than `min_gain` (the spec's bar): the ones that may be
+    promoted; a near tie is not worth ncu's 5-8 s. Pure."""
     if always:
         return True
-    c, b = (result.get("candidate") or {}).get("mean_ms"), (result.get("champion") or {}).get("mean_ms")
-    return bool(c and b and c < b)
+    cand, champ = result.get("candidate") or {}, result.get("champion") or {}
+    for key in ("mean_ms", "median_ms"):
+        c, b = cand.get(key), champ.get(key)
+        if key == "median_ms" and (c is None or b is None):   # the mean alone decides then
+            continue
+        if not (c and b and c < b * (1.0 - min_gain)):
+            return False
+    return True
 
 
 def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args: list, flush, ref,
@@ -50,7 +57,7 @@ def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args:
         except Exception as e:   # noqa: BLE001 - the candidate's own failure was caught before
             result["peers"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         result["peers"]["cost_s"] = time.monotonic() - t0
-    if want_profile and kernel_path and wants_profile(result, want_peers):
+    if want_profile and kernel_path and wants_profile(result, want_peers, float(spec.get("min_gain") or 0.0)):
         gpu_ms = (result.get("candidate") or {}).get("median_ms")
         try:
             prof = profile_call(gpu_ms)

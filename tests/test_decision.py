@@ -40,6 +40,18 @@ def test_not_significant_is_rejected():
     assert decide(res(0.95, 1.0, cs=0.5, bs=0.5), require_significance=False)["promoted"]
 
 
+def test_a_mean_win_the_medians_do_not_share_is_rejected():
+    # the H200 A/A case: identical kernels, means 1.1468 vs 1.1784 ms, medians 1.1430 vs 1.1442
+    r = res(1.1468, 1.1784, cs=0.02, bs=0.05)
+    r["candidate"]["median_ms"], r["champion"]["median_ms"] = 1.1430, 1.1442
+    d = decide(r)
+    assert d["verdict"] == "rejected" and "not in the medians" in d["reason"]
+    assert d["rule"]["median_beats"] is False and d["rule"]["median_gain"] == pytest.approx(1 - 1.1430 / 1.1442)
+    r["candidate"]["median_ms"] = 1.10                      # medians agree: promoted as before
+    assert decide(r)["promoted"] and decide(r)["rule"]["median_beats"] is True
+    assert decide(res(1.1468, 1.1784, cs=0.02, bs=0.05))["promoted"]   # no medians: the mean rule
+
+
 @pytest.mark.parametrize("cand", [math.nan, math.inf, None, 0.0, -1.0])
 def test_nan_or_missing_timing_fails(cand):
     d = decide(res(cand, 1.0))

@@ -33,6 +33,12 @@ def test_wants_profile():
     assert wants_profile({"candidate": {"mean_ms": 0.9}, "champion": {"mean_ms": 1.0}}, False)
     assert not wants_profile({"candidate": {"mean_ms": 1.1}, "champion": {"mean_ms": 1.0}}, False)
     assert not wants_profile({"candidate": None, "champion": {"mean_ms": 1.0}}, False)
+    # with the spec's bar: a near tie, or a mean carried by the champion's slow reps, gets none
+    win = {"candidate": {"mean_ms": 0.9, "median_ms": 0.9}, "champion": {"mean_ms": 1.0, "median_ms": 1.0}}
+    assert wants_profile(win, False, 0.02)
+    assert not wants_profile({"candidate": {"mean_ms": 0.99}, "champion": {"mean_ms": 1.0}}, False, 0.02)
+    tie = {"candidate": {"mean_ms": 0.9, "median_ms": 1.0}, "champion": {"mean_ms": 1.0, "median_ms": 1.0}}
+    assert not wants_profile(tie, False, 0.02)
 
 
 
