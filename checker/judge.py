@@ -370,6 +370,8 @@ def parse_args(argv=None):
     for side in ("candidate", "champion"):
         if not getattr(a, side) and not getattr(a, side + "_torch"):
             p.error(f"one of --{side} or --{side}-torch is required")
+    if a.host_clock and a.mode != "interpret":
+        p.error("--host-clock is for --mode interpret (on a GPU the judge times with CUDA events)")
     return a
 
 

@@ -236,3 +236,14 @@ def test_the_audit_hook_still_lets_tritons_own_tools_run(tmp_path):
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip() == "['ran', 'ran', 'blocked', 'blocked', 'blocked']", p.stdout + p.stderr
 
+
+
+def test_host_clock_outside_interpret_mode_is_one_clear_error(tmp_path):
+    (tmp_path / "spec.json").write_text(json.dumps(SPEC.to_checker()))
+    (tmp_path / "k.py").write_text(BASE)
+    p = subprocess.run([sys.executable, str(ROOT / "checker" / "judge.py"), "--spec",
+                        str(tmp_path / "spec.json"), "--candidate", str(tmp_path / "k.py"),
+                        "--champion", str(tmp_path / "k.py"), "--mode", "gpu", "--host-clock"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 2 and "--host-clock is for --mode interpret" in p.stderr
+    assert "Traceback" not in p.stderr
