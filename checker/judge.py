@@ -138,6 +138,7 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
         sub = spec.get("check_dtype") or "float16"
         dtype_of = lambda n: V.torch_dtype(torch, sub if n == "bfloat16" else n)  # noqa: E731
         shapes, ref_dtype = spec["check_shapes"], torch.float64
+        result["reference_precision"] = {"dtype": "float64", "device": "cpu"}
         result["check_dtype"] = sub
         if timing_on:
             result["clock"] = "host"   # --host-clock: the interpreter's time, not a measurement
@@ -146,6 +147,7 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
             raise Reject("harness", "no CUDA device visible (use --mode interpret on a CPU)")
         device = torch.device("cuda", torch.cuda.current_device())
         result["device"] = torch.cuda.get_device_name(device)
+        result["reference_precision"] = {**V.full_fp32(torch), "device": "cuda"}
         dtype_of = lambda n: V.torch_dtype(torch, n)  # noqa: E731
         shapes, ref_dtype = spec["shapes"], torch.float32
     out_dtype = dtype_of(spec["output"].get("dtype", spec["dtype"]))
@@ -158,15 +160,21 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     cases = []
     # One more draw per shape where the spec names a stress range for an input (stress_scale).
     stressed = any(i.get("stress_scale") for i in spec["inputs"])
+    ref_s = 0.0   # the references' own time, synced (where the GPU computes them: milliseconds)
     for shape in shapes:
         for draw in range(args.draws + stressed):
             seed = secrets.randbits(62)
             inputs = V.make_inputs(torch, spec, shape, device, dtype_of, seed, stress=draw == args.draws)
+            sync()
+            t_ref = time.monotonic()
             ref = V.reference(torch, spec, inputs, ref_dtype)
+            sync()
+            ref_s += time.monotonic() - t_ref
             cases.append({"shape": shape, "seed": seed, "inputs": inputs, "ref": ref,
                           "label": V.shape_label(shape),
                           "out_shape": V.resolve_dims(spec["output"]["shape"], shape),
                           "floor": V.rounding_floor(torch, ref, out_dtype)})
+    result["references_ms"] = round(ref_s * 1e3, 3)
     out_size = torch.empty((), dtype=out_dtype).element_size()
     size = arena_bytes([x.numel() * x.element_size() for c in cases for x in c["inputs"]]
                        + [math.prod(c["out_shape"]) * out_size for c in cases])

@@ -150,3 +150,31 @@ def test_profile_flag_prints_a_profile(tmp_path):
     r, p = run_checker(tmp_path, BASE, extra=("--profile",))
     assert r["ok"] and "cumulative" in p.stderr and "function calls" in p.stderr
     assert {"workers_ready", "correctness_rest"} <= set(r["phase_s"])
+
+
+def test_references_stay_float32_in_the_judge():
+    """The judge turns TF32 off for its float32 references (matmul and cuDNN) and says so in the
+    result line; in interpret mode the references are float64 on the CPU."""
+    import torch
+    sys.path.insert(0, str(ROOT / "checker"))
+    import validate
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.get_float32_matmul_precision())
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("medium")
+        rec = validate.full_fp32(torch)
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        assert torch.get_float32_matmul_precision() == "highest"
+        assert rec == {"dtype": "float32", "tf32_matmul": False, "tf32_cudnn": False,
+                       "matmul_precision": "highest"}
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
+        torch.set_float32_matmul_precision(saved[2])
+
+
+def test_interpret_result_names_its_reference_precision(tmp_path):
+    r, _ = run_checker(tmp_path, BASE)
+    assert r["ok"], r["error"]
+    assert r["reference_precision"] == {"dtype": "float64", "device": "cpu"}
+    assert 0 <= r["references_ms"] < 60_000
