@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent
 CHECKER = ROOT / "checker" / "check.py"
 # Every file the checker runs from, copied flat next to each other (a Nebius job injects them so).
 CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "contain.py",
-                   "timing.py", "validate.py")
+                   "timing.py", "validate.py", "serve.py", "pool.py")
 # what the judge imports only for --peers / --profile-kernel, staged beside it
 CHECKER_SIGHT = [ROOT / "checker" / n for n in ("sight.py", "peers.py", "kernelprofile.py", "ncu.py")]
 SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
@@ -41,10 +41,12 @@ def failed_result(backend: str, synthetic: bool, stage: str, error: str, **meta)
             "synthetic": synthetic, "backend_meta": meta}
 
 
-def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path) -> dict[str, Path]:
+def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path,
+              checker: bool = True) -> dict[str, Path]:
     """Copy what one checker run needs into `workdir`; return the (absolute) paths by role.
     A side given as None is the spec's reference run in torch (`baseline: torch`): it has no
-    file, and `side_args` says so to the checker."""
+    file, and `side_args` says so to the checker. `checker=False`: the spec and the kernels
+    only (a warm judge runs from checker/ itself)."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     files = {"spec": workdir / "spec.json", "checker": workdir / "check.py"}
@@ -53,6 +55,9 @@ def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path
         if src is not None:
             files[side] = workdir / f"{side}.py"
             shutil.copyfile(src, files[side])
+    if not checker:
+        del files["checker"]
+        return files
     shutil.copyfile(CHECKER, files["checker"])
     for name in CHECKER_MODULES[1:]:
         files[f"checker_{name[:-3]}"] = workdir / name
@@ -121,6 +126,9 @@ class Backend:
         """The evaluation workers for `parallel` candidates in flight: one job at a time each."""
         return ["worker0"]
 
+    def close(self) -> None:
+        """The run is over: let go of whatever the backend keeps between jobs."""
+
     def evaluate_batch(self, spec, candidates: list[tuple[str, Path]], champion: Path,
                        workdir: Path, slot: str | None = None) -> list[dict]:
         """Time each (id, file) against the champion, one after another on the same worker, each
@@ -154,35 +162,62 @@ def pycache_env(package_dir: Path | None = None) -> dict:
     return {"PYTHONPYCACHEPREFIX": str(base / "kernloop" / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
 
 
+MODE_FLAGS = {"gpu": ["--mode", "gpu"], "interpret": ["--mode", "interpret"],   # CPU: tests
+              "interpret-timed": ["--mode", "interpret", "--host-clock"]}
+
+
 class LocalBackend(Backend):
-    """The checker in a child process on this machine's GPU."""
+    """The checker on this machine's GPU: a warm judge per GPU for the whole run (warmjudge.py,
+    checker/serve.py), or with `judge="cold"` (KERNLOOP_JUDGE=cold) one checker child per job.
+    `mode` other than gpu runs the same paths in the Triton interpreter on the CPU (tests)."""
     name = "local"
 
     def __init__(self, device: str = "local CUDA GPU", timeout_s: float | None = None,
-                 extra_args: tuple = ()):
+                 extra_args: tuple = (), judge: str | None = None, mode: str = "gpu"):
         self.device = device
         self.timeout_s = timeout_s or settings.get("KERNLOOP_CHECK_TIMEOUT_S")
         self.extra_args = tuple(extra_args)   # checker flags, for benchmarks (e.g. --no-prewarm)
         self.env_extra = pycache_env()
+        self.judge = judge or settings.get("KERNLOOP_JUDGE")
+        self.mode = mode
+        self.sight_after = self.judge == "warm"   # the second look comes after the decision
+        self.judges = None
+        if self.judge == "warm":
+            import warmjudge
+            self.judges = warmjudge.WarmJudges(["--mode", MODE_FLAGS[mode][1], "--spares",
+                                                "2" if mode == "gpu" else "1"], self.judge_env)
+        self.asked: dict[str, str] = {}   # sight id -> candidate id
 
     times_peers = True
 
     def slots(self, parallel: int) -> list[str]:
         """One worker per visible GPU, named by the CUDA_VISIBLE_DEVICES entry that pins it."""
+        if self.mode != "gpu":
+            return ["cpu0"]
         return visible_gpus() or ["0"]
 
-    def command(self, f: dict[str, Path], slot: str | None, peers: bool = False) -> tuple[list[str], dict]:
-        """The one checker process of a job and its environment: candidate and champion are
-        timed in it, on the one GPU the slot pins."""
-        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
-               "--mode", "gpu", "--backend", self.name, "--profile-kernel",
-               *(["--peers"] if peers else []), *self.extra_args]
+    def judge_env(self, slot: str | None) -> dict:
         env = dict(self.env_extra)
-        if slot is not None:
+        if self.mode != "gpu":
+            env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+        elif slot is not None:
             env["CUDA_VISIBLE_DEVICES"] = slot
-        return cmd, env
+        return env
+
+    def checker_args(self, f: dict[str, Path], peers: bool, profile: bool) -> list[str]:
+        return ["--spec", str(f["spec"]), *side_args(f), *MODE_FLAGS[self.mode], "--backend", self.name,
+                *(["--profile-kernel"] if profile or peers else []), *(["--peers"] if peers else []),
+                *self.extra_args]
+
+    def command(self, f: dict[str, Path], slot: str | None, peers: bool = False) -> tuple[list[str], dict]:
+        """The one checker process of a cold job and its environment: candidate and champion
+        are timed in it, on the one GPU the slot pins."""
+        cmd = [sys.executable, str(f["checker"]), *self.checker_args(f, peers, True)]
+        return cmd, self.judge_env(slot)
 
     def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
+        if self.judges is not None:
+            return self._evaluate_warm(spec, candidate, champion, Path(workdir), peers, slot)
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
         cmd, env = self.command(f, slot, peers)
         out = run_child(cmd, self.timeout_s, cwd=str(workdir), env_extra=env)
@@ -190,6 +225,82 @@ class LocalBackend(Backend):
         if slot is not None:
             res.setdefault("backend_meta", {})["cuda_visible_devices"] = slot
         return res
+
+    def _evaluate_warm(self, spec, candidate, champion, workdir: Path, peers: bool, slot) -> dict:
+        """One job through the slot's warm judge: the same flags and the same result line as
+        the cold child; no second look in it (asked after the decision: second_look)."""
+        import time
+
+        import warmjudge
+        slot = slot or self.slots(1)[0]
+        f = stage_job(spec, _path(candidate), _path(champion), workdir, checker=False)
+        logs = workdir.parent
+        jp_log = logs / f"judge-{warmjudge._safe(slot)}.log"
+        start, t0 = warmjudge.log_size(jp_log), time.monotonic()
+        meta = {"judge": "warm", "slot": slot}
+        try:
+            res = self.judges.job(slot, logs, self.checker_args(f, peers, False), self.timeout_s)
+        except warmjudge.JudgeGone as e:
+            text = warmjudge.log_slice(jp_log, start)
+            (workdir / "checker.log").write_text(text[-200_000:], encoding="utf-8")
+            return failed_result(self.name, False, "backend", f"{e}; a new judge starts with the "
+                                 "next job", stderr_tail=text[-1500:],
+                                 wall_s=round(time.monotonic() - t0, 3), **meta)
+        text = warmjudge.log_slice(jp_log, start)
+        (workdir / "checker.log").write_text(text[-200_000:], encoding="utf-8")
+        problems = validate_result(res)
+        meta["wall_s"] = round(time.monotonic() - t0, 3)
+        if problems:   # a judge's line is data, never trusted for its shape
+            return failed_result(self.name, False, "backend", "malformed result line: "
+                                 + "; ".join(problems[:5]), stderr_tail=text[-1500:], **meta)
+        res["backend"], res["synthetic"] = self.name, False
+        res.setdefault("backend_meta", {}).update(meta)
+        if self.mode == "gpu":
+            res["backend_meta"]["cuda_visible_devices"] = slot
+        if not res.get("ok"):
+            res["backend_meta"]["stderr_tail"] = text[-1500:]
+        return res
+
+    # -- the second look after the decision (the loop: secondlook.py)
+
+    def second_look(self, spec, path: Path, candidate_id: str, workdir: Path, result: dict) -> bool:
+        """Ask the judge that timed a promoted candidate for its second look (profile, ncu),
+        run when its GPU is idle; False when this backend takes it inside the job instead."""
+        if self.judges is None:
+            return False
+        slot = (result.get("backend_meta") or {}).get("slot") or self.slots(1)[0]
+        f = stage_job(spec, Path(path), None, Path(workdir), checker=False)
+        argv = ["--spec", str(f["spec"]), "--candidate", str(f["candidate"]), "--champion",
+                str(f["candidate"]), *MODE_FLAGS[self.mode], "--backend", self.name,
+                "--profile-kernel", *self.extra_args]
+        tag = f"sight-{candidate_id}"
+        self.asked[tag] = candidate_id
+        try:
+            self.judges.sight(slot, Path(workdir).parent, argv, tag, self.timeout_s)
+        except Exception:   # noqa: BLE001 - a second look is never worth a failed run
+            return False
+        return True
+
+    def landed(self) -> list[dict]:
+        """Second looks that came back since the last call: {candidate_id, status, result}."""
+        if self.judges is None:
+            return []
+        out = []
+        for res in self.judges.landed():
+            cid = self.asked.pop(str(res.get("job_id")), None)
+            if cid is not None:
+                res["backend"], res["synthetic"] = self.name, False
+                out.append({"candidate_id": cid, "status": res.get("status") or "dropped",
+                            "result": res})
+        return out
+
+    def interrupt(self) -> None:
+        if self.judges is not None:
+            self.judges.kill()
+
+    def close(self) -> None:
+        if self.judges is not None:
+            self.judges.close()
 
 
 class SyntheticBackend(Backend):

@@ -86,6 +86,15 @@ _VARS = [
     # -- the loop and the checker
     Var("KERNLOOP_CHECK_TIMEOUT_S", float, 300.0, "seconds one checker run may take before its "
         "whole process group is killed (default 300; local and synthetic backends)", 0, 86400, gt=True),
+    Var("KERNLOOP_JUDGE", ("warm", "cold"), "warm", "`warm` (default): the local backend keeps "
+        "one judge per GPU for the whole run (checker/serve.py): the champion's worker stays, "
+        "candidate workers start ahead, a promoted candidate's second look runs after its "
+        "decision; `cold`: one checker process per job, the second look inside it (the path "
+        "before the warm judge, kept for comparison: bench/verdict_speed.py)"),
+    Var("KERNLOOP_SIGHT_CACHE", ("0", "1"), "1", "`1` (default): the baseline's peers and profile "
+        "are kept under `<--out>/.cache/sight/` and reused by a later run of the same spec, "
+        "baseline, device and versions (docs/drafts/warm-judge.md says what the key holds); `0`: "
+        "measured anew every run"),
     Var("KERNLOOP_PREWARM", ("0", "1"), "1", "`0` makes the checker compile a candidate's kernels "
         "shape by shape instead of all shapes at once in threads (default 1; the GPU path only)"),
     Var("KERNLOOP_NCU", ("auto", "off"), "auto", "`auto` (default): where `ncu` (Nsight Compute) is "

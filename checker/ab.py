@@ -64,31 +64,40 @@ class TimedSets:
 
     def start_champion(self, side) -> None:
         """Queue the champion worker's whole setup without waiting for it: arena, load, one
-        untimed call (its compile). It proceeds while the candidate is checked."""
+        untimed call (its compile). It proceeds while the candidate is checked. A champion
+        kept loaded by a warm judge (checker/serve.py) gets its new arena (`remap`) and the
+        untimed call only."""
         side.arena = channel.Arena(self.torch, self.device, self.nbytes)
         self.place(side)
         self.sync()
         s = self.slots[side.role]
-        side.w.send("arena", side.arena.handle())
-        side.w.send("load", self.args.champion_load)
+        if side.loaded:
+            side.w.send("remap", side.arena.handle())
+        else:
+            side.w.send("arena", side.arena.handle())
+            side.w.send("load", self.args.champion_load)
         side.w.send("call", {"args": s["sets"][0][1], "out": s["out_desc"]})
 
-    def champion_ready(self, side, result: dict) -> None:
-        ready = side.w.reply(READY_TIMEOUT_S)
-        side.info = {"startup_s": ready.get("startup_s"), "pid": side.w.proc.pid,
-                     "flush": ready.get("flush")}
+    @staticmethod
+    def champion_ready(side, result: dict) -> None:
+        """Read the replies start_champion queued (also how a warm judge drains them after a
+        job that ended before its timing)."""
+        ready = side.wait_ready()
         side.flush_info = ready.get("flush")
         # The load and first call are queued behind this reply: the worker may be compiling
         # (ptxas alive) now, so its processes are looked at after the last reply only.
-        r = side.expect_ok(side.w.reply(READY_TIMEOUT_S), "harness", "worker could not map its arena",
-                           procs=False)
+        what = "could not map its new arena" if side.loaded else "worker could not map its arena"
+        r = side.expect_ok(side.w.reply(READY_TIMEOUT_S), "harness", what, procs=False)
         side.arena.unlink()
-        result.setdefault("containment", {})["champion"] = r.get("containment")
+        if not side.loaded:
+            side.containment = r.get("containment")
+            r = side.w.reply(READY_TIMEOUT_S)
+            if "error" in r:
+                raise Reject("harness", f"champion failed to load: {str(r['error'])[:500]}")
+            side.threads0 = __import__("contain").tasks(side.w.proc.pid)
+            side.loaded = True
+        result.setdefault("containment", {})["champion"] = side.containment
         result.setdefault("workers", {})["champion"] = side.info
-        r = side.w.reply(READY_TIMEOUT_S)
-        if "error" in r:
-            raise Reject("harness", f"champion failed to load: {str(r['error'])[:500]}")
-        side.threads0 = __import__("contain").tasks(side.w.proc.pid)
         side.expect_ok(side.w.reply(READY_TIMEOUT_S), "harness", "raised on its first call")
 
     def _refresh(self, k: int, roles) -> None:

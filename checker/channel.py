@@ -159,6 +159,7 @@ class WorkerProc:
         child.close()
         self.pending = 0
         self.ready: dict | None = None
+        self.deadline: float | None = None   # time.monotonic() by which every reply must come
 
     def send(self, op: str, payload=None) -> None:
         try:
@@ -168,7 +169,11 @@ class WorkerProc:
         self.pending += 1
 
     def reply(self, timeout: float | None = None) -> dict:
-        """The next reply, as a JSON object; WorkerGone on death, garbage or timeout."""
+        """The next reply, as a JSON object; WorkerGone on death, garbage or timeout (the
+        shorter of `timeout` and what is left before `deadline`, a warm judge's job limit)."""
+        if self.deadline is not None:
+            left = max(0.0, self.deadline - time.monotonic())
+            timeout = left if timeout is None else min(timeout, left)
         try:
             if timeout is not None and not self.conn.poll(timeout):
                 raise WorkerGone(f"{self.role} worker did not answer within {timeout:g} s")

@@ -53,8 +53,8 @@ READY_TIMEOUT_S = 600.0
 
 
 def _phase(result: dict, name: str) -> None:
-    """Seconds since the judge started, at the start of each phase (where the time goes)."""
-    result.setdefault("phase_s", {})[name] = round(time.monotonic() - T0, 3)
+    """Seconds since the judge (a warm judge: the job) started, at the start of each phase."""
+    result.setdefault("phase_s", {})[name] = round(time.monotonic() - result.get("_t0", T0), 3)
 
 
 def worker_cmd_extra(args, interpret: bool) -> list[str]:
@@ -62,19 +62,34 @@ def worker_cmd_extra(args, interpret: bool) -> list[str]:
                                                     "--settle-us", str(args.settle_us)]
 
 
+def worker_env(interpret: bool) -> dict:
+    env = dict(os.environ)
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
 class Side:
     """One worker as the judge sees it: its process, its arena, what the OS shows of it."""
 
-    def __init__(self, role: str, args, interpret: bool):
-        env = dict(os.environ)
-        if interpret:
-            env["TRITON_INTERPRET"] = "1"
+    def __init__(self, role: str, args, interpret: bool, w: channel.WorkerProc | None = None):
         self.role = role
-        self.w = channel.WorkerProc(role, WORKER, env, worker_cmd_extra(args, interpret))
+        self.w = w or channel.WorkerProc(role, WORKER, worker_env(interpret),
+                                         worker_cmd_extra(args, interpret))
         self.arena = None
         self.threads0: dict | None = None
         self.info: dict = {}
         self.torch_side = bool(getattr(args, f"{role}_torch", False))   # the spec's own code
+        self.loaded = False         # its kernel is in (a warm judge's champion, kept across jobs)
+        self.containment = None     # what its `arena` reply said (once per process)
+
+    def wait_ready(self) -> dict:
+        """The worker's `ready` (read once: a warm judge may have read it ahead)."""
+        if self.w.ready is None:
+            self.w.ready = self.w.reply(READY_TIMEOUT_S)
+        r = self.w.ready
+        self.info = {"startup_s": r.get("startup_s"), "pid": self.w.proc.pid, "flush": r.get("flush")}
+        return r
 
     def expect_ok(self, r: dict, stage: str, what: str, procs: bool = True) -> dict:
         self.watch(r, stage, procs)
@@ -112,44 +127,43 @@ def arena_bytes(tensors_shapes) -> int:
     return sum(-(-n // channel.ALIGN) * channel.ALIGN for n in tensors_shapes) + channel.ALIGN
 
 
-def run(args, spec: dict, result: dict, sides: dict) -> None:
+class ColdPool:
+    """Where a judge of one job gets its workers: each side a fresh process, killed with the
+    verdict. (checker/serve.py's WarmPool keeps the champion's and starts candidates ahead.)"""
+
+    def side(self, role: str, args, interpret: bool, spec: dict) -> Side:
+        return Side(role, args, interpret)
+
+    def before_timing(self) -> None:
+        pass
+
+    def finish(self, sides: dict, result: dict) -> None:
+        for s in sides.values():   # no worker outlives the verdict, or writes after it
+            s.w.kill()
+            if s.arena is not None:
+                s.arena.unlink()
+
+
+def run(args, spec: dict, result: dict, sides: dict, pool=None) -> None:
     interpret = args.mode == "interpret"
     timing_on = not args.no_timing and (not interpret or args.host_clock)
+    pool = pool or ColdPool()
     # Workers first: their torch import and CUDA context overlap the judge's own, and its
     # references.
     _phase(result, "spawn")
-    sides["candidate"] = Side("candidate", args, interpret)
+    sides["candidate"] = pool.side("candidate", args, interpret, spec)
     if timing_on:
-        sides["champion"] = Side("champion", args, interpret)
+        sides["champion"] = pool.side("champion", args, interpret, spec)
     cand = sides["candidate"]
     _phase(result, "import")
     import torch
     if not interpret:
         import torch.multiprocessing  # noqa: F401 - CUDA tensors travel as IPC handles
     _phase(result, "references")
-    result["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
-                          "triton": _triton_version()}
     tol = float(spec["tolerance"])
     mult = float(spec.get("floor_multiple") or V.FLOOR_MULTIPLE)
     result.update(tolerance=tol, floor_multiple=mult)
-    if interpret:
-        device = torch.device("cpu")
-        result["device"] = f"CPU ({platform.machine()}), Triton interpreter"
-        sub = spec.get("check_dtype") or "float16"
-        dtype_of = lambda n: V.torch_dtype(torch, sub if n == "bfloat16" else n)  # noqa: E731
-        shapes, ref_dtype = spec["check_shapes"], torch.float64
-        result["reference_precision"] = {"dtype": "float64", "device": "cpu"}
-        result["check_dtype"] = sub
-        if timing_on:
-            result["clock"] = "host"   # --host-clock: the interpreter's time, not a measurement
-    else:
-        if not torch.cuda.is_available():
-            raise Reject("harness", "no CUDA device visible (use --mode interpret on a CPU)")
-        device = torch.device("cuda", torch.cuda.current_device())
-        result["device"] = torch.cuda.get_device_name(device)
-        result["reference_precision"] = {**V.full_fp32(torch), "device": "cuda"}
-        dtype_of = lambda n: V.torch_dtype(torch, n)  # noqa: E731
-        shapes, ref_dtype = spec["shapes"], torch.float32
+    device, dtype_of, shapes, ref_dtype = device_setup(torch, args, spec, result, timing_on)
     out_dtype = dtype_of(spec["output"].get("dtype", spec["dtype"]))
     out_name = str(out_dtype).replace("torch.", "")
     # The floor rule is for kernel files; a torch side is what torch itself gives.
@@ -197,11 +211,10 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
         result["floors"][c["label"]] = max(c["floor"], result["floors"].get(c["label"], 0.0))
 
     _phase(result, "workers_ready")
-    ready = cand.w.reply(READY_TIMEOUT_S)
-    cand.info = {"startup_s": ready.get("startup_s"), "pid": cand.w.proc.pid,
-                 "flush": ready.get("flush")}
+    cand.wait_ready()
     r = cand.expect_ok(cand.w.call("arena", cand.arena.handle()), "harness", "worker could not map its arena")
     cand.arena.unlink()
+    cand.containment = r.get("containment")
     result["containment"] = {"judge": {"undumpable": result.pop("_undumpable", None),
                                        "arenas": {role: sd.arena.isolation for role, sd in sides.items()
                                                   if sd.arena is not None}},
@@ -214,6 +227,7 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     cand.watch(r, "load")
     if "error" in r:
         raise Reject("load", f"candidate failed to load: {str(r['error'])[:600]}")
+    cand.loaded = True
 
     # Correctness on every shape, several fresh draws each.
     result["stage"] = "correctness"
@@ -262,45 +276,33 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
         return
     del cases
     result["stage"] = "timing"
+    pool.before_timing()   # a warm judge: no worker it started ahead is touching the GPU now
     _phase(result, "timing")
     timed.run(result, sides, ref_dtype, allowed, tol, mult, check_ops)
     if args.peers or args.profile_kernel:
-        second_look(torch, spec, args, result, cand, timed, device, ref_dtype)
-
-
-def second_look(torch, spec, args, result, cand, timed, device, ref_dtype) -> None:
-    """checker/sight.py after the verdict (it never changes it): the peers timed here, in the
-    judge, on the judge's copy of the timed inputs; the candidate reached only through its
-    worker (a timed call, a profile request)."""
-    _phase(result, "sight")
-    try:
         import sight
-        slot = timed.slots["candidate"]
-        req = {"args": slot["sets"][0][1], "out": slot["out_desc"], "timed": True}
+        _phase(result, "sight")
+        sight.in_judge(torch, spec, args, result, cand, timed, device, ref_dtype)
 
-        def kernel_call():
-            r = cand.w.call("call", req)
-            if "error" in r or not isinstance(r.get("ms"), (int, float)):
-                raise RuntimeError(f"candidate worker: {str(r.get('error'))[:300]}")
-            return float(r["ms"])
 
-        def profile_call(gpu_ms):
-            r = cand.w.call("profile", {"args": slot["sets"][0][1], "gpu_ms": gpu_ms})
-            if "error" in r:
-                raise RuntimeError(f"candidate worker: {str(r['error'])[:300]}")
-            return r.get("profile") if isinstance(r.get("profile"), dict) else {"error": "no profile"}
-        xs = timed.cur[0]
-        flush = timing.Flusher(torch, device, args.flush, settle_us=args.settle_us)
-        sight.look_split(torch, spec, result, kernel_call, profile_call, xs, flush,
-                         V.reference(torch, spec, xs, ref_dtype), timing.summarize, args.peers,
-                         args.profile_kernel and not args.candidate_torch, args.spec,
-                         None if args.candidate_torch else args.candidate, args.warmup, args.reps,
-                         args.min_warm_ms / 1e3, ref_fn=V.reference_callable(torch, spec),
-                         make_call=lambda f: __import__("peers").event_call(
-                             torch, f, xs, flush, timing.timed_call),
-                         backend="inductor" if device.type == "cuda" else "eager")
-    except Exception as e:   # noqa: BLE001 - never fails the job: the verdict above stands
-        result["sight_error"] = f"{type(e).__name__}: {str(e)[:500]}"
+def device_setup(torch, args, spec: dict, result: dict, timing_on: bool):
+    """(device, dtype_of, shapes, reference dtype) of this mode, recorded in the result."""
+    result["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
+                          "triton": _triton_version()}
+    if args.mode == "interpret":
+        sub = spec.get("check_dtype") or "float16"
+        result.update(device=f"CPU ({platform.machine()}), Triton interpreter", check_dtype=sub,
+                      reference_precision={"dtype": "float64", "device": "cpu"})
+        if timing_on:
+            result["clock"] = "host"   # --host-clock: the interpreter's time, not a measurement
+        return (torch.device("cpu"), lambda n: V.torch_dtype(torch, sub if n == "bfloat16" else n),
+                spec["check_shapes"], torch.float64)
+    if not torch.cuda.is_available():
+        raise Reject("harness", "no CUDA device visible (use --mode interpret on a CPU)")
+    device = torch.device("cuda", torch.cuda.current_device())
+    result["device"] = torch.cuda.get_device_name(device)
+    result["reference_precision"] = {**V.full_fp32(torch), "device": "cuda"}
+    return device, lambda n: V.torch_dtype(torch, n), spec["shapes"], torch.float32
 
 
 def _triton_version():
@@ -391,30 +393,25 @@ def load_payload(spec: dict, path: str | None, torch_side: bool, out_dtype: str)
     return {"path": os.path.abspath(path), "entry": spec["entry"]}
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    # The result line goes to the real stdout through a descriptor no worker inherits
-    # (os.dup makes it non-inheritable); fd 1 becomes stderr for everything else.
-    sys.stdout.flush()
-    result_fd = os.dup(1)
-    os.dup2(2, 1)
-    result = {"ok": False, "stage": "harness", "error": None, "correct": None, "rel_l2": {},
-              "candidate": None, "champion": None, "roofline": None, "mode": args.mode,
-              "backend": args.backend, "synthetic": bool(args.synthetic), "device": None,
-              "_undumpable": contain.make_judge_undumpable()}
+def new_result(args, undumpable) -> dict:
+    return {"ok": False, "stage": "harness", "error": None, "correct": None, "rel_l2": {},
+            "candidate": None, "champion": None, "roofline": None, "mode": args.mode,
+            "backend": args.backend, "synthetic": bool(args.synthetic), "device": None,
+            "_undumpable": undumpable}
+
+
+def judge(args, result: dict, pool=None) -> dict:
+    """One verdict: run() with every failure turned into the result's fields, then the workers
+    handed back to the pool (ColdPool: killed). Returns the result, ready to print."""
     sides: dict = {}
-    prof = None
-    if args.profile:   # where the judge's own seconds go (main thread only)
-        import cProfile
-        prof = cProfile.Profile()
-        prof.enable()
+    pool = pool or ColdPool()
     try:
         with open(args.spec) as f:
             spec = json.load(f)
         tcfg = spec.get("timing", {})
         args.warmup = tcfg.get("warmup", 10) if args.warmup is None else args.warmup
         args.reps = tcfg.get("reps", 50) if args.reps is None else args.reps
-        run(args, spec, result, sides)
+        run(args, spec, result, sides, pool)
     except Reject as r:
         result.update(ok=False, stage=r.stage, error=str(r))
         if r.correct is not None:
@@ -427,13 +424,28 @@ def main(argv=None) -> int:
     except BaseException as e:   # noqa: BLE001 - the line must be written whatever happens
         result.update(ok=False, error=f"{type(e).__name__}: {str(e)[:500]}",
                       traceback=traceback.format_exc()[-2000:])
-    for s in sides.values():   # no worker outlives the verdict, or writes after it
-        s.w.kill()
-        if s.arena is not None:
-            s.arena.unlink()
+    pool.finish(sides, result)
     result.pop("_undumpable", None)
-    result["wall_s"] = time.monotonic() - T0
+    result["wall_s"] = time.monotonic() - result.get("_t0", T0)
     _phase(result, "end")
+    result.pop("_t0", None)
+    return result
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    # The result line goes to the real stdout through a descriptor no worker inherits
+    # (os.dup makes it non-inheritable); fd 1 becomes stderr for everything else.
+    sys.stdout.flush()
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    result = new_result(args, contain.make_judge_undumpable())
+    prof = None
+    if args.profile:   # where the judge's own seconds go (main thread only)
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
+    judge(args, result)
     if prof is not None:
         import pstats
         prof.disable()

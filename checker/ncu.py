@@ -154,9 +154,11 @@ def ncu_command(ncu: str, spec_path, kernel_path, log_path) -> list[str]:
             "--kernel", str(kernel_path)]
 
 
-def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 120.0) -> dict:
+def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 120.0,
+            stop=None) -> dict:
     """Profile one call of the kernel file's entry on the spec's timed shape. Never raises for a
-    kernel or ncu failure: the result says `ok` false and why (the profile is optional)."""
+    kernel or ncu failure: the result says `ok` false and why (the profile is optional).
+    `stop()` true (a warm judge has a job waiting for the GPU): ncu is killed, `preempted`."""
     ncu = ncu or find_ncu()
     if not ncu:
         why = "KERNLOOP_NCU=off" if ncu_mode() == "off" else \
@@ -166,11 +168,10 @@ def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 1
     with tempfile.TemporaryDirectory(prefix="kernloop_ncu_") as tmp:
         log = Path(tmp) / "ncu.csv"
         cmd = ncu_command(ncu, spec_path, kernel_path, log)
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=child_env())
-        except subprocess.TimeoutExpired:
-            return {"ok": False, "error": f"ncu timed out after {timeout_s:g} s",
-                    "cost_s": time.monotonic() - t0}
+        p, why = _run(cmd, timeout_s, stop)
+        if why:
+            return {"ok": False, "error": why, "cost_s": time.monotonic() - t0,
+                    "preempted": why.startswith("preempted")}
         text = log.read_text() if log.exists() else p.stdout
     res = {"ok": False, "cost_s": time.monotonic() - t0, "returncode": p.returncode}
     try:
@@ -181,6 +182,31 @@ def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 1
     res.update(ok=bool(kernels), kernels=kernels, counters=summarize_kernels(kernels),
                error=None if kernels else "ncu profiled no kernel")
     return res
+
+
+def _run(cmd, timeout_s: float, stop):
+    """(finished process with its stdout/stderr text, None) or (None, why it was stopped)."""
+    if stop is None:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                                  env=child_env()), None
+        except subprocess.TimeoutExpired:
+            return None, f"ncu timed out after {timeout_s:g} s"
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=child_env())
+        end = time.monotonic() + timeout_s
+        while p.poll() is None:
+            why = "preempted: a job is waiting for the GPU" if stop() else \
+                f"ncu timed out after {timeout_s:g} s" if time.monotonic() > end else None
+            if why:
+                p.kill()
+                p.wait()
+                return None, why
+            time.sleep(0.05)
+        out.seek(0)
+        err.seek(0)
+        p.stdout, p.stderr = out.read(), err.read()
+        return p, None
 
 
 def _target(spec_path: str, kernel_path: str) -> int:

@@ -14,12 +14,21 @@ import time
 try:   # as checker.sight (tests, benches) or flat beside check.py (a staged job)
     from . import kernelprofile, ncu
     from . import peers as peers_mod
+    from . import timing as timing_mod
+    from . import validate as V
     from .timing import timed_call
 except ImportError:
     import kernelprofile
     import ncu
     import peers as peers_mod
+    import timing as timing_mod
+    import validate as V
     from timing import timed_call
+
+
+class Preempted(Exception):
+    """A warm judge's second look gives the GPU back to a job that is waiting (checker/serve.py
+    runs it again later)."""
 
 
 def wants_profile(result: dict, always: bool, min_gain: float = 0.0) -> bool:
@@ -41,12 +50,15 @@ def wants_profile(result: dict, always: bool, min_gain: float = 0.0) -> bool:
 def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args: list, flush, ref,
                summarize, want_peers: bool, want_profile: bool, spec_path: str,
                kernel_path: str | None, warmup: int, reps: int, min_warm_s: float,
-               ref_fn=None, make_call=None, backend: str = "inductor") -> None:
+               ref_fn=None, make_call=None, backend: str = "inductor", always_profile: bool = False,
+               stop=None) -> None:
     """Add `peers` and `profile` to the result line (either may be absent). The candidate is
     reached only through `kernel_call()` (the ms of one flushed, timed call: in a judge, the
     worker's timed call) and `profile_call(gpu_ms)` (kernelprofile.profile where the kernel
     lives: in a judge, a worker request); the peers run here on `args`, flushed by `flush`
-    (`make_call(peer_fn)`: its timed call, CUDA events by default)."""
+    (`make_call(peer_fn)`: its timed call, CUDA events by default). `always_profile`: a
+    promoted candidate's look after its decision (the bar was met). `stop()` true: a job waits
+    for the GPU; Preempted is raised before the profile or ncu would start, and ncu is stopped."""
     make_call = make_call or (lambda f: peers_mod.event_call(torch, f, args, flush, timed_call))
     if want_peers:
         t0 = time.monotonic()
@@ -57,15 +69,60 @@ def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args:
         except Exception as e:   # noqa: BLE001 - the candidate's own failure was caught before
             result["peers"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         result["peers"]["cost_s"] = time.monotonic() - t0
-    if want_profile and kernel_path and wants_profile(result, want_peers, float(spec.get("min_gain") or 0.0)):
+    if isinstance((result.get("peers") or {}).get("error"), str) and stop is not None and stop():
+        raise Preempted("a job is waiting for the GPU")
+    if want_profile and kernel_path and wants_profile(result, want_peers or always_profile,
+                                                      float(spec.get("min_gain") or 0.0)):
         gpu_ms = (result.get("candidate") or {}).get("median_ms")
+        if stop is not None and stop():
+            raise Preempted("a job is waiting for the GPU")
         try:
             prof = profile_call(gpu_ms)
         except Exception as e:   # noqa: BLE001
             prof = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         if os.environ.get("KERNLOOP_NCU", "auto") != "off":
             try:
-                prof["ncu"] = ncu.run_ncu(spec_path, kernel_path)
+                prof["ncu"] = ncu.run_ncu(spec_path, kernel_path, stop=stop)
             except ncu.NcuError as e:
                 prof["ncu"] = {"ok": False, "error": str(e)}
+            if (prof["ncu"] or {}).get("preempted"):
+                raise Preempted("a job is waiting for the GPU")
         result["profile"] = {"candidate": prof}
+
+
+def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=None) -> None:
+    """The second look from a judge (checker/judge.py after its verdict, which it never changes;
+    checker/serve.py after the loop's decision): the peers timed in the judge, on the judge's
+    copy of the timed inputs; the kernel reached only through its worker (a timed call, a
+    profile request). Preempted (a warm judge's job waits) is the one exception let through."""
+    try:
+        slot = timed.slots[cand.role]   # a warm judge looks at its champion's worker
+        req = {"args": slot["sets"][0][1], "out": slot["out_desc"], "timed": True}
+
+        def kernel_call():
+            if stop is not None and stop():
+                raise Preempted("a job is waiting for the GPU")
+            r = cand.w.call("call", req)
+            if "error" in r or not isinstance(r.get("ms"), (int, float)):
+                raise RuntimeError(f"candidate worker: {str(r.get('error'))[:300]}")
+            return float(r["ms"])
+
+        def profile_call(gpu_ms):
+            r = cand.w.call("profile", {"args": slot["sets"][0][1], "gpu_ms": gpu_ms})
+            if "error" in r:
+                raise RuntimeError(f"candidate worker: {str(r['error'])[:300]}")
+            return r.get("profile") if isinstance(r.get("profile"), dict) else {"error": "no profile"}
+        xs = timed.cur[0]
+        flush = timing_mod.Flusher(torch, device, args.flush, settle_us=args.settle_us)
+        look_split(torch, spec, result, kernel_call, profile_call, xs, flush,
+                   V.reference(torch, spec, xs, ref_dtype), timing_mod.summarize, args.peers,
+                   args.profile_kernel and not args.candidate_torch, args.spec,
+                   None if args.candidate_torch else args.candidate, args.warmup, args.reps,
+                   args.min_warm_ms / 1e3, ref_fn=V.reference_callable(torch, spec),
+                   make_call=lambda f: peers_mod.event_call(torch, f, xs, flush, timed_call),
+                   backend="inductor" if device.type == "cuda" else "eager",
+                   always_profile=getattr(args, "always_profile", False), stop=stop)
+    except Preempted:
+        raise
+    except Exception as e:   # noqa: BLE001 - never fails the job: the verdict stands
+        result["sight_error"] = f"{type(e).__name__}: {str(e)[:500]}"

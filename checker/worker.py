@@ -30,6 +30,9 @@ def _args(argv=None):
     p.add_argument("--flush", default="read")
     p.add_argument("--settle-us", type=float, default=0.0)
     p.add_argument("--interpret", action="store_true")
+    p.add_argument("--hold", action="store_true",
+                   help="a warm judge's spare: say `held` once torch is imported, touch the device "
+                        "only after the judge's `go` (never while it times)")
     return p.parse_args(argv)
 
 
@@ -68,7 +71,20 @@ class Worker:
         self.containment["capabilities_dropped"] = contain.drop_capabilities()
         return {"ok": True, "containment": self.containment}
 
+    def op_remap(self, handle):
+        """A warm worker's next job (checker/serve.py): the previous arena is let go, the new
+        one mapped (None: map nothing between jobs), and the first timed call lets the
+        allocator's cache go again, as in a fresh worker."""
+        self.base = None
+        if handle is not None:
+            self.base = self.channel.attach(self.torch, handle)
+            self.arena_ptr = self.base.untyped_storage().data_ptr()
+        self.timed_before = False
+        return {"ok": True}
+
     def op_load(self, payload):
+        if self.fn is not None:   # one kernel per process, for its whole life
+            return {"error": "this worker already holds a kernel", **self.watched()}
         if self.device.type == "cuda":   # Triton's driver loads libcuda (ctypes) before the hook arms
             import triton
             try:
@@ -192,6 +208,15 @@ def main(argv=None) -> int:
     import torch.multiprocessing  # noqa: F401 - rebuilds the judge's CUDA tensors (IPC handles)
     import channel
     import timing
+    if args.hold:   # started ahead by a warm judge: the device is touched only after its `go`
+        channel.send_reply(conn, {"held": True, "pid": os.getpid(),
+                                  "import_s": round(time.monotonic() - T0, 3)})
+        try:
+            op, _ = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        if op != "go":
+            os._exit(0)
     if args.interpret:
         device = torch.device("cpu")
         name = "CPU, Triton interpreter"
@@ -210,7 +235,7 @@ def main(argv=None) -> int:
                               "flush": None if w.flush is None else
                               {"bytes": w.flush.nbytes, "settle_cycles": w.flush.settle_cycles}})
     handlers = {"arena": w.op_arena, "load": w.op_load, "prewarm": w.op_prewarm, "call": w.op_call,
-                "profile": w.op_profile}
+                "profile": w.op_profile, "remap": w.op_remap}
     while True:
         try:
             op, payload = conn.recv()

@@ -1,0 +1,260 @@
+"""A warm judge's workers (checker/serve.py): candidate workers started ahead, the champion's
+worker kept while the champion stays, and a candidate's worker kept one job more when it may be
+promoted (it is then the next job's champion, already loaded and compiled).
+
+What never changes: a candidate is judged in a fresh process that has never held another kernel
+(worker.py refuses a second `load`), never in a kept one; champion and candidate never share a
+process. Between jobs a kept worker maps nothing of the judge's (`remap` None).
+
+A spare is started with --hold: it imports torch and says `held`, and touches the device (CUDA
+context, flush buffer) only after `go`, which is sent only outside timing (`advance`, called
+between jobs); `before_timing` waits for any spare still opening its context. A worker that dies,
+hangs past the job's deadline or fails the judge's harness checks is killed and replaced.
+Flat sibling of judge.py (stdlib; torch reached through judge.py's objects).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import channel
+import judge as J
+
+GO_READY_S = 120.0     # a spare that was told `go` has this long to open its CUDA context
+DRAIN_S = 30.0         # a kept worker's queued replies after a job that ended early
+
+
+def kernel_key(path: str | None, torch_side: bool, spec: dict) -> str:
+    """What a worker holds: a kernel file's bytes and entry, or the spec's reference run in
+    torch; a changed file is never mistaken for the kept one."""
+    if torch_side:
+        return "torch:" + hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    with open(path, "rb") as f:
+        data = f.read()
+    return hashlib.sha256(data + b"\0" + spec["entry"].encode()).hexdigest()
+
+
+def may_be_promoted(result: dict, min_gain: float) -> bool:
+    """Keep a candidate's worker for the next job only when the loop may promote it: the
+    result is ok and its mean and median beat the champion's by the spec's bar (the rule
+    sight.wants_profile applies; the loop's decision.decide has the last word). Pure."""
+    if not result.get("ok"):
+        return False
+    cand, champ = result.get("candidate") or {}, result.get("champion") or {}
+    for key in ("mean_ms", "median_ms"):
+        c, b = cand.get(key), champ.get(key)
+        if not (isinstance(c, (int, float)) and isinstance(b, (int, float)) and c < b * (1.0 - min_gain)):
+            return False
+    return True
+
+
+class Spare:
+    """A worker started ahead: starting -> held (torch imported) -> going (`go` sent) -> ready."""
+
+    def __init__(self, w: channel.WorkerProc):
+        self.w, self.state = w, "starting"
+
+    def poll(self, wait: float = 0.0) -> None:
+        """Read what the worker has said so far (`held`, `ready`) without blocking past `wait`."""
+        if self.state == "starting" and self.w.conn.poll(wait):
+            r = self.w.reply(GO_READY_S)
+            if not r.get("held"):
+                raise channel.WorkerGone(f"spare worker said {str(r)[:200]} instead of held")
+            self.state = "held"
+        if self.state == "going" and self.w.conn.poll(wait):
+            self.w.ready = self.w.reply(GO_READY_S)
+            self.state = "ready"
+
+    def go(self) -> None:
+        self.w.send("go")   # answered by `ready`
+        self.state = "going"
+
+
+class WarmPool:
+    """ColdPool's interface (judge.py) over long-lived workers."""
+
+    def __init__(self, args, interpret: bool, spares: int = 1):
+        self.args, self.interpret, self.n = args, interpret, max(0, int(spares))
+        self.extra = J.worker_cmd_extra(args, interpret)
+        self.spares: list[Spare] = []
+        self.champions: dict[str, J.Side] = {}
+        self.kept: tuple[str, J.Side] | None = None   # a candidate that may be promoted
+        self.deadline: float | None = None            # the current job's (begin())
+        self.job: tuple | None = None                 # (args, spec) of the current job
+        self.counts = {"spawned": 0, "champion_kept": 0, "champion_from_candidate": 0,
+                       "champion_fresh": 0, "replaced": 0, "spare_waits": 0}
+        self.cold: set[int] = set()   # ids of sides started for one job only (other flags)
+
+    # -- spares
+
+    def _spawn(self, hold: bool = True) -> channel.WorkerProc:
+        self.counts["spawned"] += 1
+        return channel.WorkerProc("spare", J.WORKER, J.worker_env(self.interpret),
+                                  [*self.extra, *(["--hold"] if hold else [])])
+
+    def fill(self) -> None:
+        """Replace dead spares and start new ones up to the pool's size (CPU only until `go`)."""
+        live = []
+        for s in self.spares:
+            if s.w.why_dead() is None:
+                live.append(s)
+            else:
+                self.counts["replaced"] += 1
+                s.w.kill()
+        self.spares = live
+        while len(self.spares) < self.n:
+            self.spares.append(Spare(self._spawn()))
+
+    def advance(self) -> None:
+        """Between jobs (never during timing): read `held`/`ready` replies, send `go` to held
+        spares. A spare that misbehaves is killed and replaced."""
+        for s in list(self.spares):
+            try:
+                s.poll()
+                if s.state == "held":
+                    s.go()
+            except channel.WorkerGone:
+                self._drop_spare(s)
+        self.fill()
+
+    def before_timing(self) -> None:
+        """No spare is opening its CUDA context while the A/B runs: wait for those told `go`."""
+        for s in list(self.spares):
+            if s.state == "going":
+                self.counts["spare_waits"] += 1
+                try:
+                    s.poll(GO_READY_S)
+                    if s.state != "ready":
+                        raise channel.WorkerGone("spare did not open its device in time")
+                except channel.WorkerGone:
+                    self._drop_spare(s)
+
+    def _drop_spare(self, s: Spare) -> None:
+        self.counts["replaced"] += 1
+        s.w.kill()
+        self.spares.remove(s)
+
+    def _take(self, role: str) -> channel.WorkerProc:
+        """A fresh worker for `role`: the most advanced spare (told `go` now if it was only
+        held), else a new process; a new spare is started behind it."""
+        order = {"ready": 0, "going": 1, "held": 2, "starting": 3}
+        for s in sorted(self.spares, key=lambda s: order[s.state]):
+            try:
+                s.poll()
+                if s.state == "starting":
+                    s.poll(GO_READY_S)
+                if s.state == "held":
+                    s.go()
+            except channel.WorkerGone:
+                self._drop_spare(s)
+                continue
+            self.spares.remove(s)
+            self.fill()
+            s.w.role = role
+            return s.w
+        self.fill()
+        w = self._spawn(hold=False)
+        w.role = role
+        return w
+
+    # -- sides for a job (judge.run asks)
+
+    def begin(self, args, spec: dict, deadline: float) -> None:
+        self.job, self.deadline = (args, spec), deadline
+
+    def side(self, role: str, args, interpret: bool, spec: dict) -> J.Side:
+        if J.worker_cmd_extra(args, interpret) != self.extra:   # other worker flags: a one-job side
+            sd = J.Side(role, args, interpret)
+            self.cold.add(id(sd))
+        elif role == "champion":
+            sd = self._champion(args, interpret, spec)
+        else:
+            sd = J.Side(role, args, interpret, w=self._take(role))
+        sd.w.deadline = self.deadline
+        return sd
+
+    def _champion(self, args, interpret: bool, spec: dict) -> J.Side:
+        key = kernel_key(args.champion, args.champion_torch, spec)
+        sd = self.champions.get(key)
+        if sd is not None and sd.w.why_dead() is None:
+            self.counts["champion_kept"] += 1
+        elif self.kept is not None and self.kept[0] == key and self.kept[1].w.why_dead() is None:
+            sd, self.kept = self.kept[1], None
+            self.counts["champion_from_candidate"] += 1
+            sd.role = sd.w.role = "champion"
+            sd.torch_side = bool(args.champion_torch)
+        else:
+            sd = J.Side("champion", args, interpret, w=self._take("champion"))
+            self.counts["champion_fresh"] += 1
+        for other, old in list(self.champions.items()):   # the champion moved on: let the old go
+            if other != key:
+                old.w.kill()
+                del self.champions[other]
+        self.champions[key] = sd
+        sd.key = key
+        return sd
+
+    # -- after a job
+
+    def finish(self, sides: dict, result: dict) -> None:
+        """Kill what must not be kept; keep the champion (drained, its arena let go) and a
+        candidate that may be promoted; restore the spares."""
+        for role, sd in sides.items():
+            if sd.arena is not None:
+                sd.arena.unlink()
+            if id(sd) in self.cold:
+                self.cold.discard(id(sd))
+                sd.w.kill()
+            elif role == "champion":
+                self._settle_champion(sd, result)
+            elif role == "candidate":
+                self._settle_candidate(sd, result, sides.get("champion"))
+            sd.arena = None
+        self.fill()
+
+    def _release(self, sd: J.Side) -> bool:
+        """Read what is still queued (start_champion's replies after a job that ended before
+        its timing), let the arena go; False if the worker misbehaved. (`pending` is -1 once
+        the worker's unsolicited first message and every reply are read.)"""
+        sd.w.deadline = time.monotonic() + DRAIN_S
+        try:
+            if sd.w.pending >= 0 and sd.arena is not None:
+                __import__("ab").TimedSets.champion_ready(sd, {})
+            elif sd.w.ready is None:
+                sd.wait_ready()
+            if sd.w.pending != -1:
+                return False
+            r = sd.w.call("remap", None)
+            return "error" not in r and sd.w.why_dead() is None
+        except (channel.WorkerGone, J.Reject):
+            return False
+        finally:
+            sd.w.deadline = None
+
+    def _settle_champion(self, sd: J.Side, result: dict) -> None:
+        harness = result.get("stage") == "harness" or "champion" in str(result.get("error") or "")
+        if harness or not self._release(sd):
+            self.counts["replaced"] += 1
+            sd.w.kill()
+            self.champions = {k: v for k, v in self.champions.items() if v is not sd}
+
+    def _settle_candidate(self, sd: J.Side, result: dict, champ) -> None:
+        args, spec = self.job
+        keep = sd.loaded and may_be_promoted(result, float(spec.get("min_gain") or 0.0))
+        if not (keep and self._release(sd)):
+            sd.w.kill()
+            return
+        if self.kept is not None:
+            self.kept[1].w.kill()
+        self.kept = (kernel_key(args.candidate, args.candidate_torch, spec), sd)
+
+    def close(self) -> None:
+        for s in self.spares:
+            s.w.kill()
+        for sd in self.champions.values():
+            sd.w.kill()
+        if self.kept is not None:
+            self.kept[1].w.kill()
+        self.spares, self.champions, self.kept = [], {}, None
+

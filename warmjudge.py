@@ -1,0 +1,234 @@
+"""The local backend's warm judge: one checker/serve.py process per GPU slot for a whole run,
+driven over pipes (one JSON request a line in; one KERNLOOP_RESULT line per request out, read
+by resultline.py's parser like every checker's line).
+
+A judge that dies or stops answering is killed with its workers (its own process group), the
+job in flight fails with the reason, and the next job starts a new judge: the run goes on. The
+judge's stderr (its workers' output included) goes to one log file; each job's slice of it is
+copied to the job folder's checker.log. The judge gets the environment every checker child gets
+(sandbox.stripped_env: no keys), and ends by itself when this process goes (EOF on its stdin).
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from resultline import ResultLineError, parse_result_line, validate_result
+from sandbox import FILE_LIMIT, stripped_env
+
+SERVE = Path(__file__).resolve().parent / "checker" / "serve.py"
+ANSWER_GRACE_S = 60.0   # beyond a job's own limit (the judge enforces that one on its workers)
+START_S = 600.0         # a judge that has not said hello by then is broken
+
+
+def _limits():   # in the judge's process, between fork and exec (as sandbox.run_child's)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class JudgeGone(Exception):
+    """The judge process died or stopped answering; the message says how."""
+
+
+class JudgeProcess:
+    """One live checker/serve.py and the answers it has sent."""
+
+    def __init__(self, flags: list[str], env_extra: dict, log_path: Path):
+        self.log_path = Path(log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.t0 = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, str(SERVE), *flags], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=log,
+                                         env=stripped_env(env_extra), start_new_session=True,
+                                         preexec_fn=_limits)
+        self.cond = threading.Condition()
+        self.answers: dict[str, dict] = {}
+        self.sights: list[dict] = []
+        self.hello: dict | None = None
+        self.dead: str | None = None
+        self.lock = threading.Lock()   # one writer of requests at a time
+        threading.Thread(target=self._read, daemon=True, name="kernloop-judge-answers").start()
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            try:
+                res = parse_result_line(raw.decode("utf-8", "replace"))
+            except ResultLineError:
+                continue   # only the judge writes here; a line it did not mean is skipped
+            with self.cond:
+                if res.get("kind") == "hello":
+                    self.hello = res
+                elif res.get("kind") == "sight":
+                    self.sights.append(res)
+                else:
+                    self.answers[str(res.get("job_id"))] = res
+                self.cond.notify_all()
+        rc = self.proc.wait()
+        with self.cond:
+            self.dead = self.dead or _how(rc)
+            self.cond.notify_all()
+
+    def send(self, req: dict) -> None:
+        line = (json.dumps(req) + "\n").encode()
+        with self.lock:
+            try:
+                self.proc.stdin.write(line)
+                self.proc.stdin.flush()
+            except (OSError, ValueError) as e:
+                raise JudgeGone(f"the warm judge is gone ({self.dead or e})") from None
+
+    def wait_for(self, job_id: str, timeout_s: float) -> dict:
+        end = time.monotonic() + timeout_s
+        with self.cond:
+            while job_id not in self.answers:
+                if self.dead:
+                    raise JudgeGone(f"the warm judge died ({self.dead})")
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise JudgeGone(f"the warm judge did not answer within {timeout_s:.0f} s (killed)")
+                self.cond.wait(min(left, 1.0))
+            return self.answers.pop(job_id)
+
+    def wait_hello(self) -> dict:
+        end = time.monotonic() + START_S
+        with self.cond:
+            while self.hello is None:
+                if self.dead:
+                    raise JudgeGone(f"the warm judge died while starting ({self.dead})")
+                if time.monotonic() > end:
+                    raise JudgeGone(f"the warm judge did not start within {START_S:.0f} s")
+                self.cond.wait(1.0)
+            return self.hello
+
+    def take_sights(self) -> list[dict]:
+        with self.cond:
+            out, self.sights = self.sights, []
+        return out
+
+    def alive(self) -> bool:
+        return self.dead is None and self.proc.poll() is None
+
+    def close(self, wait_s: float = 5.0) -> None:
+        try:
+            self.send({"op": "exit"})
+            self.proc.wait(wait_s)
+        except (JudgeGone, subprocess.TimeoutExpired):
+            pass
+        self.kill("closed")
+
+    def kill(self, why: str) -> None:
+        with self.cond:
+            self.dead = self.dead or why
+            self.cond.notify_all()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)   # the judge and every worker it started
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _how(rc) -> str:
+    if rc is not None and rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit code {rc}"
+
+
+class WarmJudges:
+    """The warm judges of one backend, one per slot, started on first use and after a death."""
+
+    def __init__(self, flags: list[str], env_of):
+        self.flags, self.env_of = list(flags), env_of   # env_of(slot) -> the judge's env_extra
+        self.live: dict[str, JudgeProcess] = {}
+        self.lock = threading.Lock()
+        self.n = 0
+        self.starts: list[dict] = []   # {slot, pid, startup_s, why}: every judge started
+
+    def get(self, slot: str, log_dir: Path) -> JudgeProcess:
+        with self.lock:
+            jp = self.live.get(slot)
+            if jp is not None and jp.alive():
+                return jp
+            why = "first job" if jp is None else f"the previous judge died ({jp.dead})"
+            if jp is not None:
+                jp.kill(jp.dead or "replaced")
+            jp = JudgeProcess(self.flags, self.env_of(slot), Path(log_dir) / f"judge-{_safe(slot)}.log")
+            self.live[slot] = jp
+        hello = jp.wait_hello()
+        self.starts.append({"slot": slot, "pid": hello.get("pid"), "startup_s": hello.get("startup_s"),
+                            "why": why})
+        return jp
+
+    def job(self, slot: str, log_dir: Path, argv: list[str], timeout_s: float) -> dict:
+        """The judge's result line for one job (JudgeGone: the judge died or hung; it is
+        killed, and the next job starts a new one)."""
+        jp = self.get(slot, log_dir)
+        with self.lock:
+            self.n += 1
+            jid = f"j{self.n}"
+        jp.send({"op": "job", "id": jid, "argv": argv, "timeout_s": timeout_s})
+        try:
+            return jp.wait_for(jid, timeout_s + ANSWER_GRACE_S)
+        except JudgeGone:
+            jp.kill("did not answer")
+            raise
+
+    def sight(self, slot: str, log_dir: Path, argv: list[str], tag: str, timeout_s: float) -> None:
+        jp = self.get(slot, log_dir)
+        jp.send({"op": "sight", "id": tag, "argv": argv, "timeout_s": timeout_s})
+
+    def landed(self) -> list[dict]:
+        with self.lock:
+            judges = list(self.live.values())
+        return [s for jp in judges for s in jp.take_sights()]
+
+    def close(self) -> None:
+        with self.lock:
+            judges, self.live = list(self.live.values()), {}
+        for jp in judges:
+            jp.close()
+
+    def kill(self) -> None:
+        with self.lock:
+            judges, self.live = list(self.live.values()), {}
+        for jp in judges:
+            jp.kill("interrupted")
+
+
+def log_slice(path: Path, start: int) -> str:
+    """What the judge's log gained since byte `start`."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def checked(res: dict) -> list[str]:
+    """The problems of a judge's line (resultline.validate_result): never trusted for its shape."""
+    return validate_result(res)
+
+
+def _safe(slot: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in slot)
