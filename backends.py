@@ -187,6 +187,7 @@ class LocalBackend(Backend):
             self.judges = warmjudge.WarmJudges(["--mode", MODE_FLAGS[mode][1], "--spares",
                                                 "2" if mode == "gpu" else "1"], self.judge_env)
         self.asked: dict[str, str] = {}   # sight id -> candidate id
+        self.sight_cache: Path | None = None   # set by the loop for the baseline job only
 
     times_peers = True
 
@@ -205,9 +206,10 @@ class LocalBackend(Backend):
         return env
 
     def checker_args(self, f: dict[str, Path], peers: bool, profile: bool) -> list[str]:
+        cache = ["--sight-cache", str(self.sight_cache)] if peers and self.sight_cache else []
         return ["--spec", str(f["spec"]), *side_args(f), *MODE_FLAGS[self.mode], "--backend", self.name,
                 *(["--profile-kernel"] if profile or peers else []), *(["--peers"] if peers else []),
-                *self.extra_args]
+                *cache, *self.extra_args]
 
     def command(self, f: dict[str, Path], slot: str | None, peers: bool = False) -> tuple[list[str], dict]:
         """The one checker process of a cold job and its environment: candidate and champion
@@ -230,26 +232,17 @@ class LocalBackend(Backend):
         """One job through the slot's warm judge: the same flags and the same result line as
         the cold child; no second look in it (asked after the decision: second_look)."""
         import time
-
-        import warmjudge
+        t0 = time.monotonic()
         slot = slot or self.slots(1)[0]
         f = stage_job(spec, _path(candidate), _path(champion), workdir, checker=False)
-        logs = workdir.parent
-        jp_log = logs / f"judge-{warmjudge._safe(slot)}.log"
-        start, t0 = warmjudge.log_size(jp_log), time.monotonic()
-        meta = {"judge": "warm", "slot": slot}
-        try:
-            res = self.judges.job(slot, logs, self.checker_args(f, peers, False), self.timeout_s)
-        except warmjudge.JudgeGone as e:
-            text = warmjudge.log_slice(jp_log, start)
-            (workdir / "checker.log").write_text(text[-200_000:], encoding="utf-8")
-            return failed_result(self.name, False, "backend", f"{e}; a new judge starts with the "
-                                 "next job", stderr_tail=text[-1500:],
-                                 wall_s=round(time.monotonic() - t0, 3), **meta)
-        text = warmjudge.log_slice(jp_log, start)
-        (workdir / "checker.log").write_text(text[-200_000:], encoding="utf-8")
+        res, text, why = self.judges.job(slot, workdir.parent, self.checker_args(f, peers, False),
+                                         self.timeout_s)
+        (workdir / "checker.log").write_text(text, encoding="utf-8")
+        meta = {"judge": "warm", "slot": slot, "wall_s": round(time.monotonic() - t0, 3)}
+        if res is None:
+            return failed_result(self.name, False, "backend", f"{why}; a new judge starts with the "
+                                 "next job", stderr_tail=text[-1500:], **meta)
         problems = validate_result(res)
-        meta["wall_s"] = round(time.monotonic() - t0, 3)
         if problems:   # a judge's line is data, never trusted for its shape
             return failed_result(self.name, False, "backend", "malformed result line: "
                                  + "; ".join(problems[:5]), stderr_tail=text[-1500:], **meta)
@@ -285,8 +278,8 @@ class LocalBackend(Backend):
         """Second looks that came back since the last call: {candidate_id, status, result}."""
         if self.judges is None:
             return []
-        out = []
-        for res in self.judges.landed():
+        out, left = [], self.__dict__.pop("unanswered", [])
+        for res in self.judges.landed() + left:
             cid = self.asked.pop(str(res.get("job_id")), None)
             if cid is not None:
                 res["backend"], res["synthetic"] = self.name, False
@@ -301,6 +294,10 @@ class LocalBackend(Backend):
     def close(self) -> None:
         if self.judges is not None:
             self.judges.close()
+            answered = {str(r.get("job_id")) for r in self.judges.left}
+            self.unanswered = [{"job_id": tag, "kind": "sight", "status": "dropped", "ok": False,
+                                "error": "the judge that held it ended without an answer"}
+                               for tag in self.asked if tag not in answered]
 
 
 class SyntheticBackend(Backend):

@@ -23,6 +23,7 @@ import decision
 import interrupts
 import research
 import resume
+import secondlook
 import settings
 from backends import BackendError
 from diagnosis import compulsory_bytes, of_result
@@ -138,6 +139,7 @@ class State:
         self.transport_failures = 0     # consecutive LLM transport failures
         self.refused = False            # the last one was a refused connection
         self.llm_answered = False       # ... and the endpoint had answered before it
+        self.promoted: dict = {}        # candidate id -> {iteration, file, result}: for its second look
 
     @property
     def champion_is_torch(self) -> bool:
@@ -178,6 +180,15 @@ class State:
                 if tuner is not None and run_dir is not None and ev.get("proposer") == "tuner":
                     self.replay_tuner(ev, tuner, run_dir)
                 self.apply(ev, tuner)
+            elif kind == "sight":
+                self.see(ev)
+
+    def see(self, sight: dict) -> None:
+        """A second look that landed after its promotion was logged: the champion's standing
+        (what the prompt reads) gets its profile, if the champion is still that candidate."""
+        kept = self.promoted.get(sight.get("candidate_id"))
+        if sight.get("status") == "landed" and kept and sight.get("candidate_id") == self.champion_id:
+            self.stand(secondlook.merged(kept.get("result"), sight.get("result")))
 
     def replay_tuner(self, ev: dict, tuner: Tuner, run_dir: Path) -> None:
         """Re-ask the tuner for this logged proposal from the same champion, so its initial
@@ -208,6 +219,8 @@ class State:
             return
         self.transport_failures, self.refused = 0, False
         if d.get("promoted"):
+            self.promoted[ev["candidate_id"]] = {"iteration": ev["iteration"], "result": ev.get("result"),
+                                                 "file": ev["candidate_file"]}
             self.champion_id, self.champion_file = ev["candidate_id"], ev["candidate_file"]
             self.champion_config = ev.get("candidate_config")
             self.champion_profile = self.profile_from(ev.get("result") or {})
@@ -255,6 +268,7 @@ def loop(args) -> int:
     many = parallel > 1 or batch > 1   # else the one-at-a-time loop, exactly as before
 
     backend, backend_why = make_backend(args.backend, seed=args.seed)
+    args.close_backend = backend.close   # whatever way the run ends (main)
     # The same seed on --resume: the tuner's state is rebuilt by replaying its proposals.
     proposer, proposer_note = make_proposer(args.proposer, spec, args.seed)
     # The tuner only changes numbers inside the search space: research would spend Tavily
@@ -309,9 +323,13 @@ def loop(args) -> int:
     if not st.baseline_done:
         st.champion_config = contract.read_config((run_dir / "baseline.py").read_text())
         base = None if st.torch_start else run_dir / "baseline.py"   # None: the torch reference
+        if hasattr(backend, "sight_cache") and settings.get("KERNLOOP_SIGHT_CACHE") == "1":
+            backend.sight_cache = run_dir.parent / ".cache" / "sight"   # the baseline's look, reused
         bres = backend.evaluate(spec, base, base, run_dir / "jobs" / "baseline",
                                 configs={"candidate": st.champion_config, "champion": st.champion_config},
                                 **({"peers": True} if getattr(backend, "times_peers", False) else {}))
+        if hasattr(backend, "sight_cache"):
+            backend.sight_cache = None
         log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
                    candidate_config=st.champion_config, result=bres,
                    diagnosis=of_result(bres, "candidate", st.cost) if bres.get("ok") else None)
@@ -359,8 +377,10 @@ def loop(args) -> int:
                                   elapsed_s=before_s + time.monotonic() - t_start, max_s=max_s)
 
     def record(ev: dict, is_fatal: bool) -> None:
-        """Log one decided iteration, learn from it, say it, research if due."""
+        """Log one decided iteration, learn from it, say it, research if due; then ask for a
+        promoted candidate's second look (it is logged when it lands: secondlook.join)."""
         nonlocal fatal
+        secondlook.join(backend, log, st)
         if ev["decision"]["promoted"]:
             ev["champion_id"] = ev["candidate_id"]
             ev["champion_mean_ms"] = ev["result"]["candidate"]["mean_ms"]
@@ -372,6 +392,7 @@ def loop(args) -> int:
             ev["diagnosis"] = of_result(ev["result"], "candidate", st.cost)
         log.append("iteration", **ev)
         st.apply(ev, tuner)
+        secondlook.ask(backend, spec, ev, run_dir)
         say(status_line(ev, budget, backend.synthetic))
         if is_fatal:
             fatal = ev["proposal"].get("error") or "fatal proposer error"
@@ -388,8 +409,10 @@ def loop(args) -> int:
         scheduler.run_many(st, proposer, isinstance(proposer, Tuner), backend, spec, run_dir,
                            parallel, batch, budget, min_gain, sigma, record, stop, say,
                            lambda n: proposal_context(n, st, spec, run_dir),
-                           lambda n, ctx, prop, t0: candidate_event(n, ctx, prop, spec, run_dir, t0))
+                           lambda n, ctx, prop, t0: candidate_event(n, ctx, prop, spec, run_dir, t0),
+                           idle=lambda: secondlook.join(backend, log, st))
     while not (rule := stop()):   # one at a time (with `many`: the rule that ended it is read)
+        secondlook.join(backend, log, st)   # a second look that landed: this prompt has it
         ev, is_fatal = run_iteration(st.done + 1, st, spec, proposer, backend, run_dir,
                                      min_gain, sigma)
         record(ev, is_fatal)
@@ -398,7 +421,10 @@ def loop(args) -> int:
     if not st.champion_is_torch:   # a torch champion has no kernel file
         shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")
     champ_mean = st.champion_profile.get("mean_ms")
+    secondlook.join(backend, log, st)
     fres = final_job(st, spec, backend, run_dir, log, stopped)
+    backend.close()   # a warm judge ends here: second looks still waiting are logged dropped
+    secondlook.join(backend, log, st)
     speedup = decision.speedup(st.baseline_mean, champ_mean)
     line = final_summary(st, fres, speedup, backend.synthetic)
     end_run(log, stopped, why, **st.end_fields(), duration_s=before_s + time.monotonic() - t_start,
@@ -447,6 +473,10 @@ def main(argv=None) -> int:
         where = f" (resume with: python orchestrator.py --resume {run_dir})" if run_dir else ""
         print(f"\ninterrupted{where}", file=sys.stderr)
         return 143 if term else 130
+    finally:
+        close = getattr(args, "close_backend", None)
+        if callable(close):   # a warm judge and its workers go with the run
+            close()
 
 
 if __name__ == "__main__":

@@ -47,6 +47,19 @@ def peers_of(events) -> tuple[list[dict], str, list[str]]:
     return [], "", []
 
 
+def join_sight(card: dict, sight: dict | None) -> None:
+    """A promoted card's second look, logged after its decision (a `sight` event): its
+    diagnosis and profile, or why there is none."""
+    if not sight or not card.get("promoted"):
+        return
+    if sight.get("status") == "landed":
+        card["diagnosis"] = diagnosis_texts(sight.get("diagnosis")) or card["diagnosis"]
+        card["profile_lines"] = profile_texts(sight.get("result")) or card["profile_lines"]
+    else:
+        card["profile_lines"] = card["profile_lines"] + [
+            clip("Second look not taken: " + as_text(sight.get("reason")), 400)[0]]
+
+
 def interruptions_of(end: dict, events: list) -> list[dict]:
     """The earlier parts of a resumed run as the log records them: run_end.interruptions once it
     ended, the resume events while it runs again."""
@@ -94,11 +107,13 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
 
     items, iters, research = [], [], []
     unknown = 0
+    sights = {as_text(e.get("candidate_id")): e for e in events if e.get("event") == "sight"}
     for idx, ev in enumerate(events):
         kind = ev.get("event")
         try:
             if kind == "iteration":
                 it = build_iteration(ev, idx, ctx)
+                join_sight(it, sights.get(it["cid"]))
                 ctx["dom_of"][it["cid"]] = it["dom"]
                 iters.append(it)
                 items.append(it)
@@ -107,7 +122,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
                 r["after_iters"] = len(iters)
                 research.append(r)
                 items.append(r)
-            elif kind not in ("run_start", "run_end", "baseline", "final", "resume"):
+            elif kind not in ("run_start", "run_end", "baseline", "final", "resume", "sight"):
                 unknown += 1
         except Exception as e:  # one bad event must not take the page down
             warnings.append(f"event {idx + 1} ({as_text(kind)}) could not be rendered: {type(e).__name__}: {e}")

@@ -153,6 +153,7 @@ class Hooks:
     decided: Callable[[], int]                         # iterations decided so far
     champion: Callable[[], tuple[str, str | None]]     # (champion id, file in run_dir or None: torch)
     say: Callable[[str], None]
+    idle: Callable[[], Any] = lambda: None              # between waits: log second looks that landed
 
 
 def _propose(proposer, ctx) -> Proposal:
@@ -240,6 +241,7 @@ class Driver:
                     return
                 done, _ = wait(list(futures), timeout=0.25, return_when=FIRST_COMPLETED)
                 _raise_deferred(deferred, previous)
+                h.idle()
                 for f in sorted(done, key=lambda f: _order(futures[f])):
                     what = futures.pop(f)
                     if what[0] == "proposal":
@@ -380,7 +382,7 @@ def _order(what) -> tuple:
 
 def run_many(st, proposer, inline: bool, backend, spec, run_dir: Path, parallel: int, batch: int,
              budget: int, min_gain: float, sigma: float, record, stop, say, context,
-             prepare) -> None:
+             prepare, idle=None) -> None:
     """The loop with several candidates in flight, on the orchestrator's State `st` (seen,
     champion_id, champion_file); `inline` runs the proposer in this thread (the tuner); `stop`
     is decision.stop_rule applied to the state: (stopped, reason) or None."""
@@ -393,7 +395,8 @@ def run_many(st, proposer, inline: bool, backend, spec, run_dir: Path, parallel:
                   stop=lambda: (stop() or (None, None))[1],   # the reason in words, or None
                   decided=lambda: len(st.seen),
                   champion=lambda: (st.champion_id, None if getattr(st, "champion_is_torch", False)
-                                    else st.champion_file), say=say)
+                                    else st.champion_file), say=say,
+                  idle=idle or (lambda: None))
     Driver(Flight(parallel, batch, slots, missing, next_n), hooks, proposer, inline, backend,
            spec, run_dir, budget, min_gain, sigma).run()
 

@@ -114,6 +114,16 @@ class Final(Common, total=False):
     diagnosis: list | None      # diagnosis.of_result() of the champion: [{rule, text}]
 
 
+class Sight(Common, total=False):
+    candidate_id: str           # the promoted candidate looked at (its iteration event is logged before this)
+    candidate_file: str | None  # its file, relative to the run folder
+    after_iteration: int | None  # the iteration whose decision promoted it
+    status: str                 # landed | dropped (then reason says why: superseded, the run ended, given back to jobs)
+    reason: str | None          # why there is no second look
+    result: dict | None         # the warm judge's line for it: profile {candidate: compiled kernels, launch cost, ncu}, sight_s, device
+    diagnosis: list | None      # diagnosis.of_result() of the promotion's result with this profile
+
+
 STOPPED = {   # run_end.stopped: the machine-readable stop; stop_reason says it in words
     "budget": "the iteration budget was reached",
     "patience": "no promotion in `patience` iterations",
@@ -146,8 +156,9 @@ class Resume(Common, total=False):
 
 
 SCHEMA: dict[str, type] = {"run_start": RunStart, "baseline": Baseline, "research": Research,
-                           "iteration": Iteration, "final": Final, "resume": Resume, "run_end": RunEnd}
-Event = typing.Union[RunStart, Baseline, Research, Iteration, Final, Resume, RunEnd]   # a decoded line (a dict at run time)
+                           "iteration": Iteration, "sight": Sight, "final": Final, "resume": Resume,
+                           "run_end": RunEnd}
+Event = typing.Union[RunStart, Baseline, Research, Iteration, Sight, Final, Resume, RunEnd]   # a decoded line (a dict at run time)
 REQUIRED = tuple(Common.__annotations__)
 
 

@@ -4,9 +4,11 @@ by resultline.py's parser like every checker's line).
 
 A judge that dies or stops answering is killed with its workers (its own process group), the
 job in flight fails with the reason, and the next job starts a new judge: the run goes on. The
-judge's stderr (its workers' output included) goes to one log file; each job's slice of it is
-copied to the job folder's checker.log. The judge gets the environment every checker child gets
-(sandbox.stripped_env: no keys), and ends by itself when this process goes (EOF on its stdin).
+judge's stderr (its workers' output included) is a pipe drained here: into one log file up to
+LOG_CAP bytes (a kernel printing gigabytes fills neither the disk nor a file-size limit that
+would kill the judge), and each job's last JOB_TAIL bytes into its folder's checker.log. The
+judge gets the environment every checker child gets (sandbox.stripped_env: no keys), and ends by
+itself when this process goes (EOF on its stdin).
 """
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ import threading
 import time
 from pathlib import Path
 
-from resultline import ResultLineError, parse_result_line, validate_result
+from resultline import ResultLineError, parse_result_line
 from sandbox import FILE_LIMIT, stripped_env
 
 SERVE = Path(__file__).resolve().parent / "checker" / "serve.py"
 ANSWER_GRACE_S = 60.0   # beyond a job's own limit (the judge enforces that one on its workers)
 START_S = 600.0         # a judge that has not said hello by then is broken
+LOG_CAP = 64 << 20      # bytes of a judge's stderr kept in its log file
+JOB_TAIL = 200_000      # bytes of a job's stderr kept for its checker.log
 
 
 def _limits():   # in the judge's process, between fork and exec (as sandbox.run_child's)
@@ -44,18 +48,46 @@ class JudgeProcess:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.t0 = time.monotonic()
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, str(SERVE), *flags], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=log,
-                                         env=stripped_env(env_extra), start_new_session=True,
-                                         preexec_fn=_limits)
+        self.proc = subprocess.Popen([sys.executable, str(SERVE), *flags], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=stripped_env(env_extra), start_new_session=True,
+                                     preexec_fn=_limits)
+        self.logged = 0
+        self.capture = bytearray()
         self.cond = threading.Condition()
         self.answers: dict[str, dict] = {}
         self.sights: list[dict] = []
         self.hello: dict | None = None
         self.dead: str | None = None
         self.lock = threading.Lock()   # one writer of requests at a time
-        threading.Thread(target=self._read, daemon=True, name="kernloop-judge-answers").start()
+        self.reader = threading.Thread(target=self._read, daemon=True, name="kernloop-judge-answers")
+        self.reader.start()
+        threading.Thread(target=self._drain, daemon=True, name="kernloop-judge-log").start()
+
+    def _drain(self) -> None:
+        """The judge's stderr: into the log (up to LOG_CAP), and the current job's tail."""
+        with open(self.log_path, "ab") as log:
+            while True:
+                chunk = self.proc.stderr.read1(1 << 16)
+                if not chunk:
+                    return
+                with self.cond:
+                    self.capture += chunk
+                    if len(self.capture) > 2 * JOB_TAIL:
+                        del self.capture[:-JOB_TAIL]
+                if self.logged < LOG_CAP:
+                    keep = chunk[:LOG_CAP - self.logged]
+                    log.write(keep)
+                    if len(keep) < len(chunk):
+                        log.write(b"\n[... the rest of this judge's output is not kept ...]\n")
+                    log.flush()
+                self.logged += len(chunk)
+
+    def take_capture(self) -> str:
+        """What the judge wrote to stderr since the last call (its last JOB_TAIL bytes)."""
+        with self.cond:
+            out, self.capture = bytes(self.capture[-JOB_TAIL:]), bytearray()
+        return out.decode("utf-8", "replace")
 
     def _read(self) -> None:
         for raw in self.proc.stdout:
@@ -117,12 +149,14 @@ class JudgeProcess:
         return self.dead is None and self.proc.poll() is None
 
     def close(self, wait_s: float = 5.0) -> None:
+        """Ask the judge to end (it says which second looks it drops), then make sure."""
         try:
             self.send({"op": "exit"})
             self.proc.wait(wait_s)
         except (JudgeGone, subprocess.TimeoutExpired):
             pass
         self.kill("closed")
+        self.reader.join(5.0)   # its last lines read
 
     def kill(self, why: str) -> None:
         with self.cond:
@@ -156,6 +190,7 @@ class WarmJudges:
         self.lock = threading.Lock()
         self.n = 0
         self.starts: list[dict] = []   # {slot, pid, startup_s, why}: every judge started
+        self.left: list[dict] = []     # second looks answered by judges since closed
 
     def get(self, slot: str, log_dir: Path) -> JudgeProcess:
         with self.lock:
@@ -165,6 +200,7 @@ class WarmJudges:
             why = "first job" if jp is None else f"the previous judge died ({jp.dead})"
             if jp is not None:
                 jp.kill(jp.dead or "replaced")
+                self.left += jp.take_sights()
             jp = JudgeProcess(self.flags, self.env_of(slot), Path(log_dir) / f"judge-{_safe(slot)}.log")
             self.live[slot] = jp
         hello = jp.wait_hello()
@@ -172,19 +208,24 @@ class WarmJudges:
                             "why": why})
         return jp
 
-    def job(self, slot: str, log_dir: Path, argv: list[str], timeout_s: float) -> dict:
-        """The judge's result line for one job (JudgeGone: the judge died or hung; it is
-        killed, and the next job starts a new one)."""
-        jp = self.get(slot, log_dir)
+    def job(self, slot: str, log_dir: Path, argv: list[str], timeout_s: float) -> tuple[dict | None, str, str]:
+        """(the judge's result line for one job, its stderr, '') or (None, its stderr, why):
+        the judge died or hung; it is killed, and the next job starts a new one."""
+        try:
+            jp = self.get(slot, log_dir)
+        except JudgeGone as e:
+            return None, "", str(e)
         with self.lock:
             self.n += 1
             jid = f"j{self.n}"
-        jp.send({"op": "job", "id": jid, "argv": argv, "timeout_s": timeout_s})
+        jp.take_capture()   # what came before this job is not its
         try:
-            return jp.wait_for(jid, timeout_s + ANSWER_GRACE_S)
-        except JudgeGone:
+            jp.send({"op": "job", "id": jid, "argv": argv, "timeout_s": timeout_s})
+            res = jp.wait_for(jid, timeout_s + ANSWER_GRACE_S)
+        except JudgeGone as e:
             jp.kill("did not answer")
-            raise
+            return None, jp.take_capture(), str(e)
+        return res, jp.take_capture(), ""
 
     def sight(self, slot: str, log_dir: Path, argv: list[str], tag: str, timeout_s: float) -> None:
         jp = self.get(slot, log_dir)
@@ -192,42 +233,22 @@ class WarmJudges:
 
     def landed(self) -> list[dict]:
         with self.lock:
-            judges = list(self.live.values())
-        return [s for jp in judges for s in jp.take_sights()]
+            judges, left, self.left = list(self.live.values()), self.left, []
+        return left + [s for jp in judges for s in jp.take_sights()]
 
     def close(self) -> None:
         with self.lock:
             judges, self.live = list(self.live.values()), {}
         for jp in judges:
             jp.close()
+            with self.lock:
+                self.left += jp.take_sights()
 
     def kill(self) -> None:
         with self.lock:
             judges, self.live = list(self.live.values()), {}
         for jp in judges:
             jp.kill("interrupted")
-
-
-def log_slice(path: Path, start: int) -> str:
-    """What the judge's log gained since byte `start`."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(start)
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def log_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def checked(res: dict) -> list[str]:
-    """The problems of a judge's line (resultline.validate_result): never trusted for its shape."""
-    return validate_result(res)
 
 
 def _safe(slot: str) -> str:

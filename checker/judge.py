@@ -282,7 +282,8 @@ def run(args, spec: dict, result: dict, sides: dict, pool=None) -> None:
     if args.peers or args.profile_kernel:
         import sight
         _phase(result, "sight")
-        sight.in_judge(torch, spec, args, result, cand, timed, device, ref_dtype)
+        look = sight.cached_in_judge if args.sight_cache else sight.in_judge
+        look(torch, spec, args, result, cand, timed, device, ref_dtype)
 
 
 def device_setup(torch, args, spec: dict, result: dict, timing_on: bool):
@@ -355,6 +356,9 @@ def parse_args(argv=None):
     p.add_argument("--profile-kernel", action="store_true",
                    help="GPU: profile the candidate when it may be promoted (always with --peers): "
                         "compiled kernel, occupancy, launch cost, ncu where KERNLOOP_NCU allows")
+    p.add_argument("--sight-cache", metavar="DIR",
+                   help="with --peers: reuse (or keep) this job's second look in DIR, keyed by spec, "
+                        "kernel, device, versions and the measuring code (the loop: baseline job)")
     p.add_argument("--host-clock", action="store_true",
                    help="interpret mode: time the A/B and the second look on the host clock "
                         "(a CPU test of the timing path; never a measurement)")

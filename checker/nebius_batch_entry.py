@@ -1,5 +1,9 @@
 """KernLoop's Nebius batch job entry: several candidates in one container, each timed against the
-champion by its own checker process, one after another, in the mode named by argv[1].
+champion, one after another, in the mode named by argv[1], by one warm judge (checker/serve.py:
+torch and the CUDA context once, the champion's worker kept, each candidate's worker started
+ahead, each candidate still in a fresh process of its own); argv[2] `cold` runs one checker
+process per candidate instead (the path before the warm judge). A judge that dies fails the
+candidate it held (a failed line written here, saying so) and a new one takes the rest.
 
 Injected as /kernloop/kernloop_entry.py beside check.py, spec.json, champion.py, batch.json (the
 candidate ids, in order) and candidate-<id>.py for each; without champion.py the champion is the
@@ -23,29 +27,71 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = {"gpu": ["--mode", "gpu"], "interpret": ["--mode", "interpret"],
          "interpret-timed": ["--mode", "interpret", "--host-clock"]}
 TAG = "KERNLOOP_BATCH "   # nebius_batch.BATCH_MARKER
+RESULT = "KERNLOOP_RESULT "   # resultline.MARKER
 
 
-def main(argv):
-    mode = argv[1] if len(argv) > 1 else ""
-    if mode not in MODES:
-        print(f"kernloop batch entry: mode must be one of {', '.join(MODES)}, got {mode!r}",
-              file=sys.stderr, flush=True)
-        return 2
-    p = lambda name: os.path.join(HERE, name)  # noqa: E731
-    with open(p("batch.json"), encoding="utf-8") as f:
-        cids = json.load(f)
-    # Injected files are read-only: run where writing is allowed, and write no bytecode.
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-    print("kernloop batch entry: python", sys.version.split()[0], "checker mode", mode,
-          len(cids), "candidates", file=sys.stderr, flush=True)
-    champion = ["--champion", p("champion.py")] if os.path.exists(p("champion.py")) else ["--champion-torch"]
+def warm_lines(p, cids, champion, mode, env):
+    """(candidate id, exit code, result line bytes) for each candidate, through one warm judge."""
+    judge = None
+    for cid in cids:
+        if judge is None or judge.poll() is not None:
+            judge = subprocess.Popen([sys.executable, p("serve.py"), "--mode", MODES[mode][1]],
+                                     cwd=tempfile.gettempdir(), env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        print("kernloop batch entry: candidate", cid, "(warm judge", judge.pid, ")", file=sys.stderr, flush=True)
+        argv = ["--spec", p("spec.json"), "--candidate", p(f"candidate-{cid}.py"), *champion,
+                *MODES[mode], "--backend", "nebius"]
+        line = b""
+        try:
+            judge.stdin.write((json.dumps({"op": "job", "id": cid, "argv": argv}) + "\n").encode())
+            judge.stdin.flush()
+            while True:
+                line = judge.stdout.readline()
+                if not line or f'"job_id": {json.dumps(cid)}'.encode() in line:
+                    break
+        except OSError:
+            line = b""
+        if not line:   # the judge died with this candidate: a failed line, and a new judge
+            rc = judge.wait()
+            judge = None
+            fail = {"ok": False, "stage": "backend", "error": f"the warm judge died (exit code {rc}) "
+                    "during this candidate; a new one took the rest", "correct": None, "rel_l2": {},
+                    "candidate": None, "champion": None, "roofline": None}
+            line = (RESULT + json.dumps(fail) + "\n").encode()
+        yield cid, 0, line
+    if judge is not None and judge.poll() is None:
+        judge.stdin.close()
+        judge.wait(30)
+
+
+def cold_lines(p, cids, champion, mode, env):
     for cid in cids:
         print("kernloop batch entry: candidate", cid, file=sys.stderr, flush=True)
         cmd = [sys.executable, p("check.py"), "--spec", p("spec.json"), "--candidate",
                p(f"candidate-{cid}.py"), *champion, *MODES[mode], "--backend", "nebius"]
         out = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=env, stdout=subprocess.PIPE,
                              stdin=subprocess.DEVNULL)
-        print(f"{TAG}{cid} {out.returncode} {base64.b64encode(out.stdout).decode('ascii')}", flush=True)
+        yield cid, out.returncode, out.stdout
+
+
+def main(argv):
+    mode = argv[1] if len(argv) > 1 else ""
+    judge = argv[2] if len(argv) > 2 else "warm"
+    if mode not in MODES or judge not in ("warm", "cold"):
+        print(f"kernloop batch entry: mode must be one of {', '.join(MODES)} (then warm or cold), "
+              f"got {' '.join(argv[1:])!r}", file=sys.stderr, flush=True)
+        return 2
+    p = lambda name: os.path.join(HERE, name)  # noqa: E731
+    with open(p("batch.json"), encoding="utf-8") as f:
+        cids = json.load(f)
+    # Injected files are read-only: run where writing is allowed, and write no bytecode.
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    print("kernloop batch entry: python", sys.version.split()[0], "checker mode", mode, judge,
+          "judge,", len(cids), "candidates", file=sys.stderr, flush=True)
+    champion = ["--champion", p("champion.py")] if os.path.exists(p("champion.py")) else ["--champion-torch"]
+    lines = (warm_lines if judge == "warm" else cold_lines)(p, cids, champion, mode, env)
+    for cid, rc, out in lines:
+        print(f"{TAG}{cid} {rc} {base64.b64encode(out).decode('ascii')}", flush=True)
     return 0
 
 

@@ -8,6 +8,8 @@ rep. Nothing here can fail a job: every failure becomes a reason in the result l
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
 
@@ -126,3 +128,81 @@ def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=Non
         raise
     except Exception as e:   # noqa: BLE001 - never fails the job: the verdict stands
         result["sight_error"] = f"{type(e).__name__}: {str(e)[:500]}"
+
+
+# What a cached second look depends on besides the spec, the kernel, the device and versions:
+# the code that measures it (these files, beside this one).
+CACHE_CODE = ("sight.py", "peers.py", "kernelprofile.py", "ncu.py", "timing.py", "validate.py")
+CACHE_PACKAGES = ("liger_kernel", "quack", "quack_kernels")   # optional peers: installed or not
+
+
+def cache_key(torch, spec: dict, args, result: dict) -> str:
+    """The key of a second look that may be reused by a later run: the spec (reference, peers,
+    shapes, dtypes), the kernel's bytes, the device's name, Python/torch/CUDA/Triton versions,
+    the optional peer packages' versions, the measuring code and its settings. Anything else
+    changed is a new key; the old entry is simply never read again."""
+    from importlib import metadata
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = hashlib.sha256()
+    for name in CACHE_CODE:
+        with open(os.path.join(here, name), "rb") as f:
+            code.update(f.read())
+    kernel = "torch" if args.candidate_torch else hashlib.sha256(open(args.candidate, "rb").read()).hexdigest()
+    pkgs = {}
+    for name in CACHE_PACKAGES:
+        try:
+            pkgs[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pkgs[name] = None
+    parts = {"spec": spec, "kernel": kernel, "device": result.get("device"),
+             "versions": result.get("versions"), "cuda": getattr(torch.version, "cuda", None),
+             "packages": pkgs, "code": code.hexdigest(), "ncu": os.environ.get("KERNLOOP_NCU", "auto"),
+             "timing": [args.flush, args.settle_us, args.warmup, args.reps, args.min_warm_ms, args.mode]}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def cached_in_judge(torch, spec, args, result, cand, timed, device, ref_dtype) -> None:
+    """in_judge() through the folder --sight-cache names (the loop gives it to the baseline job
+    only): a second look measured by an earlier run under the same key is reused, labelled
+    `cached` with when it was made; a new one is written there only when its peers and profile
+    came without an error (a passing failure is never kept)."""
+    key = cache_key(torch, spec, args, result)
+    path = os.path.join(args.sight_cache, f"{key}.json")
+    try:
+        with open(path) as f:
+            entry = json.load(f)
+        result["peers"], result["profile"] = entry["peers"], entry["profile"]
+        result["sight_cache"] = {"hit": True, "key": key, "made_at": entry.get("made_at"),
+                                 "made_by": entry.get("made_by")}
+        for block in (result["peers"], result["profile"]):
+            if isinstance(block, dict):
+                block["cached"] = result["sight_cache"]
+        return
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    in_judge(torch, spec, args, result, cand, timed, device, ref_dtype)
+    result["sight_cache"] = {"hit": False, "key": key}
+    peers, prof = result.get("peers"), result.get("profile")
+    if result.get("sight_error") or not isinstance(peers, dict) or peers.get("error") \
+            or not isinstance(prof, dict) or (prof.get("candidate") or {}).get("error"):
+        return
+    entry = {"peers": peers, "profile": prof, "key": key, "device": result.get("device"),
+             "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "made_by": _run_of(args.spec)}
+    try:
+        os.makedirs(args.sight_cache, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(entry, f, default=str)
+        os.replace(tmp, path)   # whole or not at all
+        result["sight_cache"]["written"] = True
+    except OSError as e:
+        result["sight_cache"]["error"] = str(e)[:200]
+
+
+def _run_of(spec_path: str) -> str:
+    """The run folder's name, for a spec staged at <run>/jobs/<job>/spec.json."""
+    p = os.path.abspath(spec_path)
+    for _ in range(3):
+        p = os.path.dirname(p)
+    return os.path.basename(p)

@@ -209,6 +209,8 @@ def main(argv=None) -> int:
     import channel
     import timing
     if args.hold:   # started ahead by a warm judge: the device is touched only after its `go`
+        # It waits beside running candidates: nothing of the same user may trace it meanwhile.
+        containment["undumpable_while_held"] = contain.make_judge_undumpable()
         channel.send_reply(conn, {"held": True, "pid": os.getpid(),
                                   "import_s": round(time.monotonic() - T0, 3)})
         try:

@@ -3,7 +3,9 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+# README, then the drafts of docs/ not wired into it yet (docs/drafts/*.md, each written for the
+# README's rewrite): a row or name a change documents there counts as documented.
+README = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs" / "drafts").glob("*.md"))])
 
 
 def test_every_environment_variable_is_documented():
