@@ -180,12 +180,15 @@ class LocalBackend(Backend):
         self.env_extra = pycache_env()
         self.judge = judge or settings.get("KERNLOOP_JUDGE")
         self.mode = mode
-        self.sight_after = self.judge == "warm"   # the second look comes after the decision
+        self.sight_after = self.judge != "cold"   # the second look comes after the decision
         self.judges = None
-        if self.judge == "warm":
+        if self.judge != "cold":   # warm, or warm-fresh: a fresh champion worker every job
             import warmjudge
+            fresh = self.judge == "warm-fresh"
             self.judges = warmjudge.WarmJudges(["--mode", MODE_FLAGS[mode][1], "--spares",
-                                                "2" if mode == "gpu" else "1"], self.judge_env)
+                                                "2" if mode == "gpu" or fresh else "1",
+                                                "--champion", "fresh" if fresh else "kept"],
+                                               self.judge_env)
         self.asked: dict[str, str] = {}   # sight id -> candidate id
         self.sight_cache: Path | None = None   # set by the loop for the baseline job only
 

@@ -268,7 +268,7 @@ def loop(args) -> int:
     many = parallel > 1 or batch > 1   # else the one-at-a-time loop, exactly as before
 
     backend, backend_why = make_backend(args.backend, seed=args.seed)
-    args.close_backend = backend.close   # whatever way the run ends (main)
+    args.close_backend = getattr(backend, "close", None)   # whatever way the run ends (main)
     # The same seed on --resume: the tuner's state is rebuilt by replaying its proposals.
     proposer, proposer_note = make_proposer(args.proposer, spec, args.seed)
     # The tuner only changes numbers inside the search space: research would spend Tavily
@@ -423,7 +423,8 @@ def loop(args) -> int:
     champ_mean = st.champion_profile.get("mean_ms")
     secondlook.join(backend, log, st)
     fres = final_job(st, spec, backend, run_dir, log, stopped)
-    backend.close()   # a warm judge ends here: second looks still waiting are logged dropped
+    if callable(args.close_backend):
+        args.close_backend()   # a warm judge ends here: second looks still waiting are logged dropped
     secondlook.join(backend, log, st)
     speedup = decision.speedup(st.baseline_mean, champ_mean)
     line = final_summary(st, fres, speedup, backend.synthetic)

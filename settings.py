@@ -86,11 +86,13 @@ _VARS = [
     # -- the loop and the checker
     Var("KERNLOOP_CHECK_TIMEOUT_S", float, 300.0, "seconds one checker run may take before its "
         "whole process group is killed (default 300; local and synthetic backends)", 0, 86400, gt=True),
-    Var("KERNLOOP_JUDGE", ("warm", "cold"), "warm", "`warm` (default): the local backend keeps "
-        "one judge per GPU for the whole run (checker/serve.py): the champion's worker stays, "
-        "candidate workers start ahead, a promoted candidate's second look runs after its "
-        "decision; `cold`: one checker process per job, the second look inside it (the path "
-        "before the warm judge, kept for comparison: bench/verdict_speed.py)"),
+    Var("KERNLOOP_JUDGE", ("warm", "warm-fresh", "cold"), "warm", "`warm` (default): the local "
+        "backend keeps one judge per GPU for the whole run (checker/serve.py): the champion's "
+        "worker stays, candidate workers start ahead, a promoted candidate's second look runs "
+        "after its decision; `warm-fresh`: the same, but each job's champion is a fresh worker "
+        "started ahead (both sides of every A/B the same age); `cold`: one checker process per "
+        "job, the second look inside it (the path before the warm judge, kept for comparison: "
+        "bench/verdict_speed.py)"),
     Var("KERNLOOP_SIGHT_CACHE", ("0", "1"), "1", "`1` (default): the baseline's peers and profile "
         "are kept under `<--out>/.cache/sight/` and reused by a later run of the same spec, "
         "baseline, device and versions (docs/drafts/warm-judge.md says what the key holds); `0`: "

@@ -102,6 +102,8 @@ class JudgeProcess:
                     self.sights.append(res)
                 else:
                     self.answers[str(res.get("job_id"))] = res
+                    if (res.get("judge") or {}).get("ending"):   # it ends after this answer
+                        self.dead = f"ended: {res['judge']['ending']}"
                 self.cond.notify_all()
         rc = self.proc.wait()
         with self.cond:
@@ -148,6 +150,9 @@ class JudgeProcess:
     def alive(self) -> bool:
         return self.dead is None and self.proc.poll() is None
 
+    def ending(self) -> bool:
+        return str(self.dead or "").startswith("ended:")
+
     def close(self, wait_s: float = 5.0) -> None:
         """Ask the judge to end (it says which second looks it drops), then make sure."""
         try:
@@ -170,6 +175,14 @@ class JudgeProcess:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def _how(rc) -> str:
@@ -195,9 +208,10 @@ class WarmJudges:
     def get(self, slot: str, log_dir: Path) -> JudgeProcess:
         with self.lock:
             jp = self.live.get(slot)
-            if jp is not None and jp.alive():
+            if jp is not None and jp.alive() and os.path.exists(f"/proc/{jp.proc.pid}/status") \
+                    and "State:\tZ" not in _read(f"/proc/{jp.proc.pid}/status"):
                 return jp
-            why = "first job" if jp is None else f"the previous judge died ({jp.dead})"
+            why = "first job" if jp is None else f"the previous judge {'' if jp.ending() else 'died: '}{jp.dead}"
             if jp is not None:
                 jp.kill(jp.dead or "replaced")
                 self.left += jp.take_sights()
@@ -211,16 +225,22 @@ class WarmJudges:
     def job(self, slot: str, log_dir: Path, argv: list[str], timeout_s: float) -> tuple[dict | None, str, str]:
         """(the judge's result line for one job, its stderr, '') or (None, its stderr, why):
         the judge died or hung; it is killed, and the next job starts a new one."""
-        try:
-            jp = self.get(slot, log_dir)
-        except JudgeGone as e:
-            return None, "", str(e)
         with self.lock:
             self.n += 1
             jid = f"j{self.n}"
-        jp.take_capture()   # what came before this job is not its
+        jp = None
+        for attempt in (1, 2):
+            try:
+                jp = self.get(slot, log_dir)
+                jp.take_capture()   # what came before this job is not its
+                jp.send({"op": "job", "id": jid, "argv": argv, "timeout_s": timeout_s})
+                break
+            except JudgeGone as e:   # it died between jobs: this one starts on a new judge
+                if attempt == 2:
+                    return None, "", str(e)
+                if jp is not None:
+                    jp.kill(jp.dead or "gone before the job")
         try:
-            jp.send({"op": "job", "id": jid, "argv": argv, "timeout_s": timeout_s})
             res = jp.wait_for(jid, timeout_s + ANSWER_GRACE_S)
         except JudgeGone as e:
             jp.kill("did not answer")

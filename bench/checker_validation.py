@@ -261,7 +261,7 @@ def cost(spec_path, candidate_cfg) -> dict:
     try:
         for label, cache, path, extra in plan:
             os.environ["TRITON_CACHE_DIR"] = caches[cache]
-            be = LocalBackend(device="local", extra_args=extra)
+            be = LocalBackend(device="local", extra_args=extra, judge="cold")   # a whole cold job's cost
             t0 = time.monotonic()
             res = be.evaluate(spec, path, spec.baseline, tmp / f"job_{label}")
             wall = time.monotonic() - t0

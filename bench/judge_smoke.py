@@ -44,11 +44,12 @@ def main() -> int:
     runs += [(n, CASES[n][0](base), CASES[n][1]) for n in names]
     tmp = Path(tempfile.mkdtemp())
     rows, bad = [], 0
+    be = LocalBackend(device="local", timeout_s=200)   # one judge for every case (KERNLOOP_JUDGE)
     for label, code, expected in runs:
         cand = tmp / f"{label}.py"
         cand.write_text(code)
         t0 = time.monotonic()
-        r = LocalBackend(device="local", timeout_s=200).evaluate(spec, cand, spec.baseline, tmp / label)
+        r = be.evaluate(spec, cand, spec.baseline, tmp / label)
         wall = time.monotonic() - t0
         # An accepted run has checked the candidate's output of every timed rep.
         every = (r.get("checked_reps") or []) == list(range((r.get("candidate") or {}).get("n") or -1))

@@ -76,7 +76,10 @@ def padded(spec, code: str, pad_n: int) -> str:
 def rounds_job(spec, cand: Path, champ: Path, work: Path, n: int) -> dict:
     be = LocalBackend(device="local", timeout_s=580, extra_args=("--rounds", str(n), "--draws", "1"))
     t0 = time.monotonic()
-    res = be.evaluate(spec, cand, champ, work)
+    try:
+        res = be.evaluate(spec, cand, champ, work)
+    finally:
+        be.close()   # a warm judge (the default) ends with its one job
     res["bench_wall_s"] = round(time.monotonic() - t0, 2)
     if not res.get("ok"):
         raise RuntimeError(f"judge job failed: {res.get('stage')}: {res.get('error')}")

@@ -15,11 +15,12 @@
                   the baseline to the last decision the GPU spent in A/B timing (timing_wall_s).
   aa              --n separate jobs of a copy of the baseline against it (A/A: every promotion
                   is false), and --n of the baseline against itself slowed ~5% by a Triton copy
-                  (power), through one warm judge and (with --judges warm cold) the cold path.
+                  (power), through one warm judge; --judges warm warm-fresh cold: the kept
+                  champion's worker, a fresh champion worker every job, and the cold path.
 
   python bench/verdict_speed.py --out $OUT/verdict_speed.json                  # H200, ~7 min
   python bench/verdict_speed.py --mode llm --ks 1 4 --minutes 3 --out $OUT/verdict_llm.json
-  python bench/verdict_speed.py --mode aa --n 100 --judges warm cold --out $OUT/verdict_aa.json
+  python bench/verdict_speed.py --mode aa --n 100 --judges warm warm-fresh cold --out $OUT/verdict_aa.json
   python bench/verdict_speed.py --cpu --mode aa --n 6 --out /tmp/v_aa.json      # CPU smoke
   python bench/verdict_speed.py --cpu --iterations 3 --out /tmp/v_main.json     # CPU smoke
 
@@ -177,12 +178,11 @@ def main_mode(a) -> list[dict]:
     tmp = Path(tempfile.mkdtemp(prefix="verdict_speed_"))
     spec = str(cpu_spec(tmp)) if a.cpu else "specs/matmul.yaml"
     extra = ["--spec", spec] + (["--iterations", str(a.iterations)] if a.iterations else [])
-    plan = [("cold", "cold", tmp / "cold"), ("warm", "warm", tmp / "warm"),
-            ("warm, cached peers", "warm", tmp / "warm")]
+    plan = [(judge, judge, tmp / judge) for judge in a.judges]
+    if "warm" in a.judges:   # again, into the same runs folder: the baseline's look from its cache
+        plan.insert(plan.index(("warm", "warm", tmp / "warm")) + 1, ("warm, cached", "warm", tmp / "warm"))
     rows = []
     for label, judge, out in plan:
-        if label.split(",")[0] not in a.judges:
-            continue
         out.mkdir(exist_ok=True)
         log(f"main: {label} ...")
         try:
@@ -246,9 +246,13 @@ def aa_mode(a) -> list[dict]:
             probe = be.evaluate(spec, spec.baseline, spec.baseline, tmp / judge / "probe")
             base_ms = probe["champion"]["median_ms"]
             pad_n = max(int(0.05 * base_ms / 1e3 * PAD_GBPS * 1e9 / 8), 4096)
+            if a.cpu:   # the interpreter's milliseconds are not a GPU's: a token pad (a smoke)
+                pad_n = 1 << 16
             slowed = tmp / "slowed.py"
             slowed.write_text(padded(spec, spec.baseline.read_text(), pad_n))
             for kind, cand, champ in (("aa", copy, spec.baseline), ("power", spec.baseline, slowed)):
+                if kind not in a.kinds:
+                    continue
                 ds, walls, t0 = [], [], time.monotonic()
                 for i in range(a.n):
                     t = time.monotonic()
@@ -315,12 +319,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=["main", "llm", "aa"], default="main")
     ap.add_argument("--out", type=Path, required=True, help="JSON file to write")
-    ap.add_argument("--judges", nargs="+", default=None, help="main: cold warm; llm: warm; aa: warm")
+    ap.add_argument("--judges", nargs="+", default=None, choices=["warm", "warm-fresh", "cold"],
+                    help="KERNLOOP_JUDGE values to run (main: cold warm; llm: warm; aa: warm)")
     ap.add_argument("--iterations", type=int, help="main: override the spec's 30 (smoke runs)")
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--minutes", type=float, default=3.0, help="llm: --max-minutes of each run")
     ap.add_argument("--llm-seconds", type=float, default=20.0)
     ap.add_argument("--n", type=int, default=100, help="aa: jobs per A/A and per power test")
+    ap.add_argument("--kinds", nargs="+", default=["aa", "power"], choices=["aa", "power"])
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per loop run")
     ap.add_argument("--cpu", action="store_true", help="the interpreter on the CPU (a smoke, see above)")
     a = ap.parse_args(argv)

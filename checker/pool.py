@@ -23,6 +23,12 @@ import judge as J
 
 GO_READY_S = 120.0     # a spare that was told `go` has this long to open its CUDA context
 DRAIN_S = 30.0         # a kept worker's queued replies after a job that ended early
+LET_GO_S = 2.0         # a worker about to be killed has this long to let its arena go
+# CUDA IPC: a block the judge shared stays allocated while a worker holds it, and forever once
+# that worker died holding it (torch keeps it in its "limbo" while the sender lives). Workers are
+# asked to let their arena go before they are killed; what dead or hung ones kept is counted, and
+# past this much the judge ends between jobs (the next job starts a new one).
+LEAK_LIMIT = 8 << 30
 
 
 def kernel_key(path: str | None, torch_side: bool, spec: dict) -> str:
@@ -74,8 +80,12 @@ class Spare:
 class WarmPool:
     """ColdPool's interface (judge.py) over long-lived workers."""
 
-    def __init__(self, args, interpret: bool, spares: int = 1):
+    def __init__(self, args, interpret: bool, spares: int = 1, champion: str = "kept"):
         self.args, self.interpret, self.n = args, interpret, max(0, int(spares))
+        # "kept": the champion's worker lives while the champion stays; "fresh": a spare becomes
+        # each job's champion (loaded and compiled while the candidate is checked, as the cold
+        # judge does), so both sides of every A/B are processes of the same age
+        self.policy = champion
         self.extra = J.worker_cmd_extra(args, interpret)
         self.spares: list[Spare] = []
         self.champions: dict[str, J.Side] = {}
@@ -85,6 +95,7 @@ class WarmPool:
         self.counts = {"spawned": 0, "champion_kept": 0, "champion_from_candidate": 0,
                        "champion_fresh": 0, "replaced": 0, "spare_waits": 0}
         self.cold: set[int] = set()   # ids of sides started for one job only (other flags)
+        self.leaked = 0               # bytes of CUDA arenas held by workers killed holding them
 
     # -- spares
 
@@ -176,10 +187,11 @@ class WarmPool:
 
     def _champion(self, args, interpret: bool, spec: dict) -> J.Side:
         key = kernel_key(args.champion, args.champion_torch, spec)
-        sd = self.champions.get(key)
+        sd = self.champions.get(key) if self.policy == "kept" else None
         if sd is not None and sd.w.why_dead() is None:
             self.counts["champion_kept"] += 1
-        elif self.kept is not None and self.kept[0] == key and self.kept[1].w.why_dead() is None:
+        elif self.policy == "kept" and self.kept is not None and self.kept[0] == key \
+                and self.kept[1].w.why_dead() is None:
             sd, self.kept = self.kept[1], None
             self.counts["champion_from_candidate"] += 1
             sd.role = sd.w.role = "champion"
@@ -205,7 +217,7 @@ class WarmPool:
                 sd.arena.unlink()
             if id(sd) in self.cold:
                 self.cold.discard(id(sd))
-                sd.w.kill()
+                self._kill(sd)
             elif role == "champion":
                 self._settle_champion(sd, result)
             elif role == "candidate":
@@ -213,11 +225,21 @@ class WarmPool:
             sd.arena = None
         self.fill()
 
-    def _release(self, sd: J.Side) -> bool:
+    def _kill(self, sd: J.Side) -> None:
+        """Kill a worker, its arena let go first when it still answers (else counted leaked)."""
+        if sd.arena is not None and sd.w.why_dead() is None and sd.w.pending == -1:
+            if self._release(sd, LET_GO_S):
+                sd.w.kill()
+                return
+        if sd.arena is not None and sd.arena.path is None:   # a CUDA block it may still hold
+            self.leaked += sd.arena.nbytes
+        sd.w.kill()
+
+    def _release(self, sd: J.Side, within: float = DRAIN_S) -> bool:
         """Read what is still queued (start_champion's replies after a job that ended before
         its timing), let the arena go; False if the worker misbehaved. (`pending` is -1 once
         the worker's unsolicited first message and every reply are read.)"""
-        sd.w.deadline = time.monotonic() + DRAIN_S
+        sd.w.deadline = time.monotonic() + within
         try:
             if sd.w.pending >= 0 and sd.arena is not None:
                 __import__("ab").TimedSets.champion_ready(sd, {})
@@ -234,16 +256,19 @@ class WarmPool:
 
     def _settle_champion(self, sd: J.Side, result: dict) -> None:
         harness = result.get("stage") == "harness" or "champion" in str(result.get("error") or "")
-        if harness or not self._release(sd):
+        if self.policy != "kept" or harness or not self._release(sd):
             self.counts["replaced"] += 1
-            sd.w.kill()
+            self._kill(sd)
             self.champions = {k: v for k, v in self.champions.items() if v is not sd}
 
     def _settle_candidate(self, sd: J.Side, result: dict, champ) -> None:
         args, spec = self.job
-        keep = sd.loaded and may_be_promoted(result, float(spec.get("min_gain") or 0.0))
-        if not (keep and self._release(sd)):
-            sd.w.kill()
+        keep = self.policy == "kept" and sd.loaded and may_be_promoted(result, float(spec.get("min_gain") or 0.0))
+        if not keep:
+            self._kill(sd)
+            return
+        if not self._release(sd):
+            self._kill(sd)
             return
         if self.kept is not None:
             self.kept[1].w.kill()

@@ -4,7 +4,8 @@ checker/judge.py judges one. torch is imported and the CUDA context opened once;
 worker is kept while the champion stays; candidate workers are started ahead (checker/pool.py);
 every candidate still runs in a fresh process of its own, on fresh random inputs.
 
-  python checker/serve.py --mode gpu|interpret [--spares 1] [--flush read] [--settle-us 200]
+  python checker/serve.py --mode gpu|interpret [--spares 1] [--champion kept|fresh]
+                          [--flush read] [--settle-us 200]
 
 Requests, one JSON object a line on stdin; each is answered by one `KERNLOOP_RESULT {json}`
 line on stdout carrying its "job_id":
@@ -83,6 +84,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", choices=["gpu", "interpret"], default="gpu")
     p.add_argument("--spares", type=int, default=1, help="workers started ahead (default 1)")
+    p.add_argument("--champion", choices=["kept", "fresh"], default="kept",
+                   help="kept: the champion's worker lives while the champion stays; fresh: a "
+                        "started-ahead worker becomes each job's champion (checker/pool.py)")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read",
                    help="the workers' flush (a job asking another gets one-job workers)")
     p.add_argument("--settle-us", type=float, default=timing.SETTLE_US)
@@ -97,7 +101,7 @@ class Server:
         self.out_fd = os.dup(1)   # answers: a descriptor no worker inherits
         os.dup2(2, 1)
         self.undumpable = contain.make_judge_undumpable()
-        self.pool = P.WarmPool(opts, self.interpret, opts.spares)
+        self.pool = P.WarmPool(opts, self.interpret, opts.spares, opts.champion)
         self.pool.fill()          # the first spares import torch beside the judge
         import torch
         self.torch = torch
@@ -151,7 +155,8 @@ class Server:
     def _label(self, req: dict, result: dict) -> dict:
         result["job_id"] = req.get("id")
         result["judge"] = {"warm": True, "pid": os.getpid(), "job": self.jobs,
-                           "uptime_s": round(time.monotonic() - T0, 3), "pool": dict(self.pool.counts)}
+                           "uptime_s": round(time.monotonic() - T0, 3), "pool": dict(self.pool.counts),
+                           "leaked_mib": self.pool.leaked >> 20}
         return result
 
     def sight(self, req: dict) -> dict:
@@ -176,7 +181,9 @@ class Server:
         except Exception as e:   # noqa: BLE001 - Preempted included: the caller decides
             result.update(error=f"{type(e).__name__}: {str(e)[:500]}")
             result["preempted"] = type(e).__name__ == "Preempted" or self.preempted
-        self.pool.finish(sides, result if result["ok"] else {**result, "stage": "harness"})
+        bad = not result["ok"] and not result.get("preempted")   # a worker given back is fine
+        self.pool.finish(sides, {**result, "stage": "harness"} if bad else result)
+        result["status"] = "landed" if result["ok"] else "dropped"
         result["sight_s"] = round(time.monotonic() - t0, 3)
         result.pop("_t0", None)
         return self._label(req, result)
@@ -230,8 +237,16 @@ class Server:
             if op in ("exit", "eof"):
                 break
             if op == "job":
-                self.emit(self.job(req))
+                res = self.job(req)
+                ending = self.pool.leaked > P.LEAK_LIMIT   # CUDA blocks dead workers kept: afresh
+                if ending:
+                    res["judge"]["ending"] = (f"{self.pool.leaked >> 20} MiB of arenas held by "
+                                              "killed workers: the next job starts a new judge")
+                    print(f"kernloop judge: {res['judge']['ending']}", file=sys.stderr)
+                self.emit(res)
                 self.last_busy = time.monotonic()
+                if ending:
+                    break
             elif op == "sight":
                 for old in self.sights:
                     self.drop(old, "superseded: another kernel was promoted before the GPU was free")

@@ -194,7 +194,7 @@ class Saboteur:
 
     def propose(self, ctx):
         act = self.plan.pop(0)
-        (run,) = [d for d in self.root.iterdir() if d.is_dir()]
+        (run,) = [d for d in self.root.iterdir() if d.is_dir() and not d.name.startswith(".")]
         last = [e for e in read_events(run / "run.jsonl") if (e.get("result") or {}).get("judge")][-1]
         judge = last["result"]["judge"]["pid"]
         if act == "workers":   # the champion's worker, the spares: every child of the judge
@@ -233,7 +233,7 @@ def test_killed_workers_and_a_killed_judge_are_replaced_and_the_run_goes_on(tmp_
         for sig, h in handlers.items():
             signal.signal(sig, h)
     assert rc == 0
-    (run,) = [d for d in out.iterdir() if d.is_dir()]
+    (run,) = [d for d in out.iterdir() if d.is_dir() and not d.name.startswith(".")]
     evs = read_events(run / "run.jsonl")
     its = [e for e in evs if e["event"] == "iteration"]
     assert len(its) == 5 and evs[-1]["event"] == "run_end" and evs[-1]["stopped"] == "budget"
@@ -241,6 +241,7 @@ def test_killed_workers_and_a_killed_judge_are_replaced_and_the_run_goes_on(tmp_
     assert all(r["ok"] for r in results), [r.get("error") for r in results]
     assert [k for k, _ in prop.killed].count("worker") >= 2 and ("judge", results[3]["judge"]["pid"]) in prop.killed
     assert results[4]["judge"]["pid"] != results[3]["judge"]["pid"]   # a new judge after the kill
+    assert results[4]["judge"]["job"] == 1   # the job found the judge dead and started on a new one
     champs = [r["workers"]["champion"]["pid"] for r in results]
     assert champs[2] != champs[1] and champs[1] == champs[0]   # kept, then replaced once killed
     # A candidate never shares a process with another kernel: a fresh pid every job, never a
@@ -347,3 +348,22 @@ def test_the_baselines_second_look_is_reused_by_a_later_run_with_the_same_key(tm
     assert "sight" not in second["phase_s"] or second["phase_s"]["end"] - second["phase_s"]["sight"] < 5
     other = run(BASE.replace("A naive Triton matmul", "A naive Triton matmul (edited)"))
     assert other["sight_cache"]["hit"] is False and other["sight_cache"]["key"] != first["sight_cache"]["key"]
+
+
+def test_a_candidate_is_kept_for_the_next_job_only_when_it_may_be_promoted(tmp_path):
+    sys.path.insert(0, str(ROOT / "checker"))
+    import pool
+    stats = lambda m, med: {"mean_ms": m, "median_ms": med}   # noqa: E731
+    win = {"ok": True, "candidate": stats(0.90, 0.91), "champion": stats(1.0, 1.0)}
+    assert pool.may_be_promoted(win, 0.02)
+    assert not pool.may_be_promoted({**win, "ok": False}, 0.02)
+    assert not pool.may_be_promoted({**win, "candidate": stats(0.90, 0.99)}, 0.02)   # the median too
+    assert not pool.may_be_promoted({**win, "candidate": stats(0.99, 0.90)}, 0.02)
+    assert not pool.may_be_promoted({**win, "candidate": None}, 0.02)
+    spec = SPEC.to_checker()
+    (tmp_path / "a.py").write_text(BASE)
+    (tmp_path / "b.py").write_text(BASE)
+    (tmp_path / "c.py").write_text(BASE + "\n")
+    keys = [pool.kernel_key(str(tmp_path / n), False, spec) for n in ("a.py", "b.py", "c.py")]
+    assert keys[0] == keys[1] != keys[2]   # the bytes, not the path
+    assert pool.kernel_key(None, True, spec).startswith("torch:")
