@@ -59,9 +59,12 @@ def warm_lines(p, cids, champion, mode, env):
                     "candidate": None, "champion": None, "roofline": None}
             line = (RESULT + json.dumps(fail) + "\n").encode()
         yield cid, 0, line
-    if judge is not None and judge.poll() is None:
+    if judge is not None and judge.poll() is None:   # EOF: the judge ends, and its workers
         judge.stdin.close()
-        judge.wait(30)
+        try:
+            judge.wait(30)
+        except subprocess.TimeoutExpired:
+            judge.kill()
 
 
 def cold_lines(p, cids, champion, mode, env):
