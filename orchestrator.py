@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""KernLoop: optimize a Triton kernel with a propose -> check -> promote loop.
+"""KernLoop's command line: run (the default), new, check and page; one `error:` line and exit 2 for every user error.
 
-  python orchestrator.py --spec specs/matmul.yaml
+  python orchestrator.py --spec specs/matmul.yaml          (= python orchestrator.py run --spec ...)
   python orchestrator.py --resume runs/<id>
   python orchestrator.py new NAME --from MODULE:FUNCTION --shape 4096x8192 --dtype bf16
   python orchestrator.py new NAME --from-kernelbench PROBLEM.py
   python orchestrator.py check --spec specs/NAME.yaml KERNEL.py
+  python orchestrator.py page runs/<id> [--index]
 """
 from __future__ import annotations
 
@@ -24,15 +25,15 @@ from loop import interrupts
 import research
 from loop import resume
 import settings
-from backends.local import BackendError
+from errors import ArgParser, KernLoopError
 from standing.diagnosis import compulsory_bytes, of_result
-from loop.factories import ProposerError, make_backend, make_proposer
+from loop.factories import make_backend, make_proposer
 from loop.finaljob import final_job, final_summary
 from loop.iteration import (LLM_FAILURE_KINDS, candidate_event, proposal_context,  # noqa: F401 (tests, bench)
                        run_iteration)
 from propose.proposer import ProposalContext
-from loop.runfolder import RunFolderError, check_baseline, start_run
-from spec import SpecError, load_spec
+from loop.runfolder import check_baseline, start_run
+from spec import load_spec
 from loop.terminal import baseline_line, status_line
 from trajectory import RunLog, end_run
 from propose.tuner import Tuner
@@ -40,23 +41,19 @@ from propose.tuner import Tuner
 REJECTIONS_KEPT = 8   # recent failures shown to the proposer
 
 
-class UserError(Exception):
-    """A mistake in how KernLoop was invoked: one message, non-zero exit, no traceback."""
-
-
-
 # ---------------------------------------------------------------- setup
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with the one-line `error:` convention of every other bad input (exit 2)."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message} (see --help)\n")
+COMMANDS = """commands:
+  run      (the default) optimize a spec's kernel: propose, check, promote
+  new      write specs/NAME.yaml from a function or a KernelBench problem
+  check    one kernel file through the contract and the full checker
+  page     re-render a run's page and the runs index (also: python page.py)
+`python orchestrator.py COMMAND --help` for a command's options."""
 
 
 def parse_args(argv=None):
-    p = _Parser(
-        prog="orchestrator.py", description="Optimize a Triton kernel with an agent loop.")
+    p = ArgParser(prog="orchestrator.py [run]", description="Optimize a Triton kernel with an agent loop.",
+                  epilog=COMMANDS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", help="spec YAML (e.g. specs/matmul.yaml)")
     p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius"],
                    help="where candidates run: auto = local if a CUDA GPU is visible, else synthetic")
@@ -236,7 +233,7 @@ def loop(args) -> int:
             resume_events, rs = resume.load(run_dir)
             spec = load_spec(resume.spec_path(rs, run_dir))
         except resume.ResumeError as e:
-            raise UserError(str(e)) from None
+            raise KernLoopError(str(e)) from None
         args.backend, args.seed = rs["backend"], rs.get("seed", 0)
         args.iterations = rs.get("iterations") if args.iterations is None else args.iterations
         args.proposer = rs.get("proposer_choice", "auto")
@@ -322,7 +319,7 @@ def loop(args) -> int:
             end_run(log, "baseline_failed", why, **st.end_fields(),
                     duration_s=before_s + time.monotonic() - t_start, interruptions=interruptions)
             render_page(run_dir)
-            raise UserError(f"the baseline {spec.baseline} does not pass the checker: "
+            raise KernLoopError(f"the baseline {spec.baseline} does not pass the checker: "
                             f"{bres.get('error')} (run folder: {run_dir})")
         interrupts.check()
         st.baseline_done = True
@@ -420,12 +417,8 @@ def loop(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("new", "check"):   # subcommands; `--spec S` is the loop
-        from onramp import checkcmd
-        from onramp import new as onramp
-        return (onramp.main if argv[0] == "new" else checkcmd.main)(argv[1:])
+def run(argv: list[str]) -> int:
+    """`run`: the loop, with Ctrl-C and SIGTERM as one interrupt that ends the run cleanly."""
     args = parse_args(argv)
     interrupts.install()
     if not args.quiet:   # the LLM client logs one line per proposal on the kernloop.* loggers
@@ -433,10 +426,6 @@ def main(argv=None) -> int:
         logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         return loop(args)
-    except (SpecError, UserError, BackendError, ProposerError, RunFolderError,
-            settings.SettingsError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt as e:
         term = isinstance(e, interrupts.Terminated)
         interrupts.ignore()   # a second Ctrl-C must not tear run_end
@@ -447,6 +436,31 @@ def main(argv=None) -> int:
         where = f" (resume with: python orchestrator.py --resume {run_dir})" if run_dir else ""
         print(f"\ninterrupted{where}", file=sys.stderr)
         return 143 if term else 130
+
+
+def command(name: str):
+    """The main function of a subcommand (imported when chosen)."""
+    if name == "new":
+        from onramp import new
+        return new.main
+    if name == "check":
+        from onramp import checkcmd
+        return checkcmd.main
+    if name == "page":
+        import page
+        return page.main
+    return run
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    name = argv[0] if argv and argv[0] in ("run", "new", "check", "page") else "run"
+    rest = argv[1:] if argv[:1] == [name] else argv   # `--spec S` alone is `run --spec S`
+    try:
+        return command(name)(rest)
+    except KernLoopError as e:   # every user error: one line, exit 2
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -15,10 +15,12 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from errors import KernLoopError
+
 NONE_WORDS = ("none", "default")   # for variables where the server's own default may be asked for
 
 
-class SettingsError(ValueError):
+class SettingsError(KernLoopError, ValueError):
     """A malformed environment variable; the message names it and the accepted values."""
 
     def __init__(self, name: str, raw: str, accepted: str):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from errors import KernLoopError
+
 DTYPES = ("float16", "bfloat16", "float32")
 INT_DTYPES = ("int64", "int32")           # inputs only (class labels, indices): dist randint
 DISTS = ("normal", "uniform", "rand", "randint")   # randn, U(-1,1), torch.rand U[0,1), randint
@@ -28,7 +30,7 @@ TIMING_KEYS = {"warmup", "reps"}
 LOOP_KEYS = {"iterations", "min_gain", "research_after", "patience", "sigma", "parallel"}
 
 
-class SpecError(ValueError):
+class SpecError(KernLoopError, ValueError):
     """A spec that cannot be used: the message names the file and the field (None: the file)."""
 
     def __init__(self, path, field_name, msg):

@@ -2,21 +2,20 @@
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import contract
-from onramp.new import OneLineParser
-from spec import SpecError, load_spec
+from errors import ArgParser, KernLoopError
+from spec import load_spec
 
 
-class CheckError(Exception):
+class CheckError(KernLoopError):
     """Bad input to `check` (exit 2)."""
 
 
 def parse_args(argv):
-    p = OneLineParser(prog="orchestrator.py check",
+    p = ArgParser(prog="orchestrator.py check",
                                 description="Check one kernel file against a spec: every shape, timed "
                                             "against the spec's baseline.")
     p.add_argument("--spec", required=True, help="spec YAML")
@@ -104,15 +103,9 @@ def run_check(spec_path: str, kernel: str, backend_name: str) -> tuple[dict, lis
 
 
 def main(argv) -> int:
-    try:
-        args = parse_args(argv)
-    except SystemExit as e:   # argparse printed its usage and error line
-        return 2 if e.code else 0
-    try:
-        line, rows = run_check(args.spec, args.kernel, args.backend)
-    except (CheckError, SpecError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    """`check`; a CheckError or SpecError reaches the CLI (one error line, exit 2)."""
+    args = parse_args(argv)
+    line, rows = run_check(args.spec, args.kernel, args.backend)
     print("\n".join(rows))
     print(json.dumps(line, sort_keys=True))
     return 0 if line["correct"] else 1
