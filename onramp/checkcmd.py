@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 import contract
+from backends.resultline import Result
 from errors import ArgParser, KernLoopError
 from spec import load_spec
 
@@ -31,11 +32,11 @@ def _fmt_ms(v) -> str:
 
 def summary(spec, kernel: Path, res: dict, contract_reasons: list[str]) -> dict:
     """The one JSON line: what a script needs from the verdict."""
-    cand = (res.get("candidate") or {}).get("mean_ms")
-    base = (res.get("champion") or {}).get("mean_ms")
-    return {"kernel": str(kernel), "spec": str(spec.path), "correct": res.get("correct") is True,
-            "ok": bool(res.get("ok")), "stage": res.get("stage"), "error": res.get("error"),
-            "contract": contract_reasons, "rel_l2": res.get("rel_l2") or {},
+    r = Result.of(res)
+    cand, base = r.candidate_ms, r.champion_ms
+    return {"kernel": str(kernel), "spec": str(spec.path), "correct": r.correct is True,
+            "ok": r.ok, "stage": res.get("stage"), "error": res.get("error"),
+            "contract": contract_reasons, "rel_l2": r.rel_l2,
             "tolerance": spec.tolerance, "candidate_ms": cand, "baseline_ms": base,
             "baseline": "torch" if spec.torch_baseline else spec.baseline.name,
             "speedup": base / cand if cand and base else None, "peers": res.get("peers"),
