@@ -247,7 +247,7 @@ def loop(args) -> int:
         check_baseline(spec)
     budget = spec.loop["iterations"] if args.iterations is None else args.iterations
     patience = spec.loop["patience"] if args.patience is None else args.patience
-    min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop.get("sigma", 2.0))
+    min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop["sigma"])
     parallel, batch = spec.loop.get("parallel", 1) if args.parallel is None else args.parallel, args.batch or 1
     many = parallel > 1 or batch > 1   # else the one-at-a-time loop, exactly as before
 

@@ -77,6 +77,11 @@ class Var:
         return val
 
 
+# A spec's `loop:` keys when it leaves them out: the one table of the loop's defaults (spec.py
+# fills them in; decision.decide's keyword defaults are these).
+LOOP_DEFAULTS = {"iterations": 30, "min_gain": 0.02, "research_after": 3, "patience": 0, "sigma": 2.0,
+                 "parallel": 1}
+
 LLM_BASE_URL = "https://integrate.api.nvidia.com/v1"
 LLM_MODEL = "nvidia/nemotron-3-super-120b-a12b"
 LLM_PLACEHOLDER_KEY = "not-needed"
