@@ -29,16 +29,13 @@ from errors import ArgParser, KernLoopError
 from standing.diagnosis import compulsory_bytes, of_result
 from loop.factories import make_backend, make_proposer
 from loop.finaljob import final_job, final_summary
-from loop.iteration import (LLM_FAILURE_KINDS, candidate_event, proposal_context,  # noqa: F401 (tests, bench)
-                       run_iteration)
-from propose.proposer import ProposalContext
+from loop.state import State
+from loop.iteration import candidate_event, proposal_context, run_iteration
 from loop.runfolder import check_baseline, start_run
 from spec import load_spec
 from loop.terminal import baseline_line, status_line
 from trajectory import RunLog, end_run
 from propose.tuner import Tuner
-
-REJECTIONS_KEPT = 8   # recent failures shown to the proposer
 
 
 # ---------------------------------------------------------------- setup
@@ -107,119 +104,6 @@ def versions() -> dict:
         except Exception:   # noqa: BLE001 - a missing package is just not reported
             v[mod] = None
     return v
-
-
-# ---------------------------------------------------------------- the loop state
-
-class State:
-    def __init__(self, cost: dict | None = None, synthetic: bool = False):
-        self.cost, self.synthetic = cost, synthetic   # compulsory bytes (diagnosis); modeled run
-        self.peers_block: dict | None = None   # the last job's peers (the baseline's, the final's)
-        self.standing: dict | None = None      # briefing.standing() of the champion
-        self.done = 0
-        self.champion_id = "baseline"
-        self.champion_file = "baseline.py"
-        self.champion_config: dict | None = None   # parsed once, when the file was logged
-        self.champion_profile: dict = {}
-        self.baseline_mean = None
-        self.rejections: list[dict] = []
-        self.streak = 0
-        self.since_promotion = 0
-        self.notes: str | None = None
-        self.last_parse_error = None
-        self.last_promoted = False
-        self.baseline_done = False
-        self.research_queries = 0
-        self.seen: set[int] = set()   # decided iteration numbers (several may be in flight)
-        self.torch_start = False   # `baseline: torch`: the baseline champion is the reference in torch
-        self.transport_failures = 0     # consecutive LLM transport failures
-        self.refused = False            # the last one was a refused connection
-        self.llm_answered = False       # ... and the endpoint had answered before it
-
-    @property
-    def champion_is_torch(self) -> bool:
-        return self.torch_start and self.champion_id == "baseline"
-
-    def end_fields(self) -> dict:
-        """run_end's fields that the state knows: trajectory.end_run(log, stopped, reason,
-        **state.end_fields(), duration_s=...) writes the event (an interrupt handler too)."""
-        return {"iterations_done": self.done, "champion_id": self.champion_id,
-                "champion_file": self.champion_file, "baseline_mean_ms": self.baseline_mean,
-                "champion_mean_ms": self.champion_profile.get("mean_ms")}
-
-    def stand(self, result: dict) -> None:
-        """The champion's standing from the job that measured it (peers carried over)."""
-        self.peers_block = (result or {}).get("peers") or self.peers_block
-        self.standing = briefing.standing(result, "candidate", self.cost, self.synthetic, self.peers_block)
-
-    def profile_from(self, result: dict, side: str = "candidate") -> dict:
-        st = dict(result.get(side) or {})
-        st["rel_l2"] = result.get("rel_l2")
-        st["roofline"] = (result.get("roofline") or {}).get(side)
-        return st
-
-    def replay(self, events: list[dict], tuner: Tuner | None, run_dir: Path | None = None) -> None:
-        """Rebuild the state from a log; with run_dir, also re-ask the tuner its proposals."""
-        for ev in events:
-            kind = ev.get("event")
-            if kind == "baseline":
-                self.baseline_done = True
-                self.champion_config = ev.get("candidate_config")
-                self.champion_profile = self.profile_from(ev.get("result") or {})
-                self.baseline_mean = self.champion_profile.get("mean_ms")
-                self.stand(ev.get("result") or {})
-            elif kind == "research":
-                if ev.get("notes"):
-                    self.notes = ev["notes"]
-            elif kind == "iteration":
-                if tuner is not None and run_dir is not None and ev.get("proposer") == "tuner":
-                    self.replay_tuner(ev, tuner, run_dir)
-                self.apply(ev, tuner)
-
-    def replay_tuner(self, ev: dict, tuner: Tuner, run_dir: Path) -> None:
-        """Re-ask the tuner for this logged proposal from the same champion, so its initial
-        spread, tried set and RNG stand exactly where the uninterrupted run left them."""
-        code = (run_dir / self.champion_file).read_text()
-        tuner.propose(ProposalContext(spec=None, iteration=ev["iteration"], champion_code=code,
-                                      champion_id=self.champion_id, champion_profile={},
-                                      last_promoted=self.last_promoted))
-
-    def apply(self, ev: dict, tuner: Tuner | None) -> None:
-        self.done = max(self.done, ev["iteration"])
-        self.seen.add(ev["iteration"])
-        d = ev.get("decision") or {}
-        self.last_promoted = bool(d.get("promoted"))
-        if tuner is not None and ev.get("candidate_config"):
-            # Live and on --resume alike: every evaluated config, and what became of it (the
-            # tuner stops proposing configs bigger than one that ran out of shared memory).
-            tuner.mark_tried(ev["candidate_config"])
-            tuner.observe(ev["candidate_config"], d.get("verdict"), d.get("reason"))
-        prop = ev.get("proposal") or {}
-        kind = prop.get("error_kind")
-        if kind in LLM_FAILURE_KINDS:   # no candidate was made: nothing to reject or learn from
-            self.transport_failures = self.transport_failures + 1 if kind == "transport" else 0
-            self.refused = bool(prop.get("connection_refused"))
-            self.llm_answered = bool(prop.get("endpoint_answered"))
-            self.since_promotion += 1
-            self.last_parse_error = None
-            return
-        self.transport_failures, self.refused = 0, False
-        if d.get("promoted"):
-            self.champion_id, self.champion_file = ev["candidate_id"], ev["candidate_file"]
-            self.champion_config = ev.get("candidate_config")
-            self.champion_profile = self.profile_from(ev.get("result") or {})
-            self.stand(ev.get("result") or {})
-            self.streak = self.since_promotion = 0
-        else:
-            self.streak += 1
-            self.since_promotion += 1
-            self.rejections.append({"iteration": ev["iteration"], "verdict": d.get("verdict"),
-                                    "reason": d.get("reason"), "note": ev.get("note"),
-                                    "config": ev.get("candidate_config")})
-            self.rejections = self.rejections[-REJECTIONS_KEPT:]
-        self.last_parse_error = (ev.get("proposal") or {}).get("parse_error")
-
-
 
 
 # ---------------------------------------------------------------- main
