@@ -158,7 +158,7 @@ def run_loop(judge: str, out: Path, extra: list[str], env_extra: dict, cpu: bool
 def child_cpu(argv) -> int:
     """--cpu: the orchestrator in this process with the local backend in interpret-timed mode."""
     import orchestrator
-    from backends import LocalBackend
+    from backends.local import LocalBackend
     orchestrator.make_backend = lambda name, seed=0: (
         LocalBackend(device="CPU, Triton interpreter (host clock: not a measurement)",
                      mode="interpret-timed"), "bench --cpu: the local backend in the interpreter")
@@ -232,7 +232,7 @@ def llm_mode(a) -> list[dict]:
 
 def aa_mode(a) -> list[dict]:
     import decision
-    from backends import LocalBackend
+    from backends.local import LocalBackend
     from bench.judge_validation import PAD_GBPS, padded
     from spec import load_spec
     tmp = Path(tempfile.mkdtemp(prefix="verdict_aa_"))

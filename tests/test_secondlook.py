@@ -1,4 +1,4 @@
-"""The loop's half of the second look (secondlook.py): asked only for a promotion and only of a
+"""The loop's half of the second look (loop/secondlook.py): asked only for a promotion and only of a
 backend that takes it after the decision; one `sight` event per answer, after the iteration it
 belongs to; a landed profile joins the champion's standing (what the prompt reads) and a resumed
 run rebuilds the same; the page shows it on the promoted card, and says why when it was dropped.
@@ -6,9 +6,9 @@ The backend here is a stand-in with the LocalBackend's two methods (the real one
 test_warm_judge.py)."""
 from pathlib import Path
 
-import orchestrator
-import pageview
-import secondlook
+from loop import secondlook
+from loop.state import State
+from view import pageview
 from spec import load_spec
 from trajectory import RunLog, read_events
 
@@ -63,7 +63,7 @@ def test_asked_only_for_a_promotion_of_a_backend_that_looks_after(tmp_path):
 
 def test_a_landed_look_is_logged_after_its_iteration_and_joins_the_standing(tmp_path):
     log = RunLog(tmp_path / "run.jsonl", "r", "local", False)
-    st = orchestrator.State(cost={"read": 1, "write": 1})
+    st = State(cost={"read": 1, "write": 1})
     ev = promoted_event(1, 0.5)
     log.append("iteration", **ev)
     st.apply(ev, None)
@@ -78,14 +78,14 @@ def test_a_landed_look_is_logged_after_its_iteration_and_joins_the_standing(tmp_
     assert st.standing["profile"] == PROFILE["candidate"]   # what the next prompt reads
     assert [e["event"] for e in read_events(tmp_path / "run.jsonl")] == ["iteration", "sight"]
     # --resume rebuilds the same standing from the log
-    again = orchestrator.State(cost={"read": 1, "write": 1})
+    again = State(cost={"read": 1, "write": 1})
     again.replay(read_events(tmp_path / "run.jsonl"), None)
     assert again.standing["profile"] == PROFILE["candidate"]
 
 
 def test_a_look_at_a_champion_since_replaced_is_logged_but_not_joined(tmp_path):
     log = RunLog(tmp_path / "run.jsonl", "r", "local", False)
-    st = orchestrator.State()
+    st = State()
     for n, mean in ((1, 0.5), (2, 0.4)):
         ev = promoted_event(n, mean)
         log.append("iteration", **ev)
@@ -103,7 +103,7 @@ def test_a_look_at_a_champion_since_replaced_is_logged_but_not_joined(tmp_path):
 
 def test_the_page_shows_a_landed_look_on_its_card_and_why_a_dropped_one_is_missing(tmp_path):
     log = RunLog(tmp_path / "run.jsonl", "r", "local", False)
-    st = orchestrator.State()
+    st = State()
     for n, mean in ((1, 0.5), (2, 0.4)):
         log.append("iteration", **promoted_event(n, mean))
         st.apply(promoted_event(n, mean), None)
