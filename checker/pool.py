@@ -155,6 +155,8 @@ class WarmPool:
                 s.poll()
                 if s.state == "starting":
                     s.poll(GO_READY_S)
+                if s.state == "starting":
+                    raise channel.WorkerGone("spare did not import torch in time")
                 if s.state == "held":
                     s.go()
             except channel.WorkerGone:
@@ -188,7 +190,11 @@ class WarmPool:
     def _champion(self, args, interpret: bool, spec: dict) -> J.Side:
         key = kernel_key(args.champion, args.champion_torch, spec)
         sd = self.champions.get(key) if self.policy == "kept" else None
-        if sd is not None and sd.w.why_dead() is None:
+        if sd is not None and sd.w.why_dead() is not None:   # died between jobs: replaced
+            self.counts["replaced"] += 1
+            sd.w.kill()
+            sd = None
+        if sd is not None:
             self.counts["champion_kept"] += 1
         elif self.policy == "kept" and self.kept is not None and self.kept[0] == key \
                 and self.kept[1].w.why_dead() is None:

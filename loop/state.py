@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loop import secondlook
 from loop.iteration import LLM_FAILURE_KINDS
 from propose.proposer import ProposalContext
 from propose.tuner import Tuner
@@ -86,10 +87,9 @@ class State:
     def see(self, sight: dict) -> None:
         """A second look that landed after its promotion was logged: the champion's standing
         (what the prompt reads) gets its profile, if the champion is still that candidate."""
-        from loop.secondlook import merged
         kept = self.promoted.get(sight.get("candidate_id"))
         if sight.get("status") == "landed" and kept and sight.get("candidate_id") == self.champion_id:
-            self.stand(merged(kept.get("result"), sight.get("result")))
+            self.stand(secondlook.merged(kept.get("result"), sight.get("result")))
 
     def replay_tuner(self, ev: dict, tuner: Tuner, run_dir: Path) -> None:
         """Re-ask the tuner for this logged proposal from the same champion, so its initial
