@@ -43,13 +43,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import channel  # noqa: E402  (flat siblings: this folder is what a Nebius job holds)
 import contain  # noqa: E402
+import lockdown  # noqa: E402
+import scratch  # noqa: E402
 import timing  # noqa: E402
+import tree  # noqa: E402
 import validate as V  # noqa: E402
 from validate import Reject  # noqa: E402
 
 MARKER = "KERNLOOP_RESULT "
 WORKER = os.path.join(HERE, "worker.py")
 READY_TIMEOUT_S = 600.0
+WORKER_PIDS: set[int] = set()   # every worker this judge started (the rest of its tree is strays)
+SEAM = "arbitrary-python"       # KERNLOOP_TEST_SEAM's one value (tests and bench only)
 
 
 def _phase(result: dict, name: str) -> None:
@@ -66,11 +71,18 @@ class Side:
     """One worker as the judge sees it: its process, its arena, what the OS shows of it."""
 
     def __init__(self, role: str, args, interpret: bool):
-        env = dict(os.environ)
+        layers = args.plan["layers"]
+        uid = 0x40000000 + secrets.randbelow(0x3FFFFF00) if "uid" in layers else -1   # its own
+        self.scratch = scratch.make_worker(args.job_dir, role, uid)
+        env = scratch.worker_env(os.environ, self.scratch, "own_cache" in layers)
         if interpret:
             env["TRITON_INTERPRET"] = "1"
         self.role = role
-        self.w = channel.WorkerProc(role, WORKER, env, worker_cmd_extra(args, interpret))
+        extra = worker_cmd_extra(args, interpret) + [
+            "--scratch", self.scratch, "--layers", ",".join(layers) or "none", "--uid", str(uid),
+            *(["--strict"] if args.plan["strict"] else []), *(["--test-seam"] if args.test_seam else [])]
+        self.w = channel.WorkerProc(role, WORKER, env, extra, cwd=self.scratch)
+        WORKER_PIDS.add(self.w.proc.pid)
         self.arena = None
         self.threads0: dict | None = None
         self.info: dict = {}
@@ -106,6 +118,10 @@ class Side:
         kids = contain.live_children(pid)
         if kids:
             raise Reject(stage, f"{self.role} started processes still alive: {kids}", False)
+        orphans = tree.strays(WORKER_PIDS)
+        if orphans:   # re-parented to this judge (its subreaper): a daemon outlived its parent
+            raise Reject("integrity", f"a worker left processes running outside its own tree "
+                         f"(re-parented to the judge): {orphans[:8]}", False)
 
 
 def arena_bytes(tensors_shapes) -> int:
@@ -177,7 +193,7 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
         timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
         size += timed.nbytes
         timed.start_champion(sides["champion"])
-    cand.arena = channel.Arena(torch, device, size)
+    cand.arena = channel.Arena(torch, device, size, folder=cand.scratch)
     if timed is not None:   # first, as in the champion's arena: the same offsets on both sides
         timed.place(cand)
     for c in cases:
@@ -349,6 +365,13 @@ def parse_args(argv=None):
                    help="interpret mode: time the A/B and the second look on the host clock "
                         "(a CPU test of the timing path; never a measurement)")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
+    p.add_argument("--contain", choices=["strict", "best-effort"],
+                   default=os.environ.get("KERNLOOP_CONTAIN") or None,
+                   help="workers refuse to run unless every OS layer held (strict: default on the "
+                        "CPU path), or run and report what held (best-effort: default on the GPU)")
+    p.add_argument("--layers", default=os.environ.get("KERNLOOP_CONTAIN_LAYERS") or None,
+                   help=f"OS layers asked of the workers: all (default), none, or a comma list of "
+                        f"{', '.join(lockdown.LAYERS)}")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
     p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")
     p.add_argument("--warmup", type=int, default=None)
@@ -372,7 +395,29 @@ def parse_args(argv=None):
             p.error(f"one of --{side} or --{side}-torch is required")
     if a.host_clock and a.mode != "interpret":
         p.error("--host-clock is for --mode interpret (on a GPU the judge times with CUDA events)")
+    try:
+        a.plan = lockdown.plan(a.mode == "interpret", os.geteuid(), a.layers, a.contain,
+                               _unreadable(a))
+    except ValueError as e:
+        p.error(str(e))
+    # Tests and the GPU smoke bench only: the audit hook is disarmed for the kernel file so the
+    # OS layers meet arbitrary code. The orchestrator never passes it on (sandbox.stripped_env)
+    # and a result line that carries `test_seam` is refused (resultline.validate_result).
+    a.test_seam = os.environ.get(scratch.TEST_SEAM_ENV) == SEAM
     return a
+
+
+def _unreadable(args) -> str | None:
+    """Where a worker under another user id could not read what it imports (lockdown.plan)."""
+    import sysconfig
+    paths = [sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("triton")
+        paths.append(spec and spec.origin)
+    except (ImportError, ValueError):
+        pass
+    return lockdown.unreadable_by_others(paths + [HERE, args.candidate, args.champion])
 
 
 def load_payload(spec: dict, path: str | None, torch_side: bool, out_dtype: str) -> dict:
@@ -381,6 +426,24 @@ def load_payload(spec: dict, path: str | None, torch_side: bool, out_dtype: str)
     if torch_side:
         return {"torch_side": spec, "out_dtype": out_dtype}
     return {"path": os.path.abspath(path), "entry": spec["entry"]}
+
+
+def end_of_job(result: dict, args, subreaper) -> None:
+    """Kill the whole tree (every descendant, re-parented daemons included), remove the job's
+    folders, record both; a verdict that passed fails if anything was left running or on disk."""
+    swept = tree.kill_all(WORKER_PIDS)
+    left = scratch.remove(args.job_dir)
+    judge = result.setdefault("containment", {}).setdefault("judge", {})
+    judge.update(subreaper=subreaper, plan=args.plan, folder=args.job_dir, killed_at_end=swept["killed"],
+                 survivors=swept["survivors"], left_on_disk=left)
+    bad = []
+    if swept["killed"] or swept["survivors"]:
+        bad.append(f"processes left running at the end of the job: killed {swept['killed'][:8]}, "
+                   f"surviving {swept['survivors'][:8]}")
+    if left:
+        bad.append(f"files left in the job's folder: {left[:4]}")
+    if bad and result.get("ok"):
+        result.update(ok=False, stage="integrity", error="; ".join(bad))
 
 
 def main(argv=None) -> int:
@@ -394,6 +457,10 @@ def main(argv=None) -> int:
               "candidate": None, "champion": None, "roofline": None, "mode": args.mode,
               "backend": args.backend, "synthetic": bool(args.synthetic), "device": None,
               "_undumpable": contain.make_judge_undumpable()}
+    if args.test_seam:
+        result["test_seam"] = True
+    subreaper = tree.become_subreaper()
+    args.job_dir = scratch.make_job()
     sides: dict = {}
     prof = None
     if args.profile:   # where the judge's own seconds go (main thread only)
@@ -423,6 +490,7 @@ def main(argv=None) -> int:
         s.w.kill()
         if s.arena is not None:
             s.arena.unlink()
+    end_of_job(result, args, subreaper)
     result.pop("_undumpable", None)
     result["wall_s"] = time.monotonic() - T0
     _phase(result, "end")

@@ -21,6 +21,7 @@ import traceback
 T0 = time.monotonic()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import contain  # noqa: E402  (flat sibling: this folder is what a Nebius job holds)
+import lockdown  # noqa: E402
 
 
 def _args(argv=None):
@@ -30,6 +31,13 @@ def _args(argv=None):
     p.add_argument("--flush", default="read")
     p.add_argument("--settle-us", type=float, default=0.0)
     p.add_argument("--interpret", action="store_true")
+    p.add_argument("--scratch", default=None, help="its own folder: cwd, TMPDIR, Triton cache")
+    p.add_argument("--layers", default="none", help="OS layers to apply (lockdown.LAYERS)")
+    p.add_argument("--strict", action="store_true", help="refuse to run if a layer did not hold")
+    p.add_argument("--uid", type=int, default=-1, help="become this user id once the arena is mapped")
+    p.add_argument("--test-seam", action="store_true",
+                   help="TESTS ONLY (the judge passes it under KERNLOOP_TEST_SEAM): load the kernel "
+                        "file with the audit hook disarmed, so the OS layers meet arbitrary code")
     return p.parse_args(argv)
 
 
@@ -65,7 +73,11 @@ class Worker:
     def op_arena(self, handle):
         self.base = self.channel.attach(self.torch, handle)
         self.arena_ptr = self.base.untyped_storage().data_ptr()
-        self.containment["capabilities_dropped"] = contain.drop_capabilities()
+        lock_late(self.args, self.containment)
+        refused = lockdown.check_held(self.containment, lockdown.parse_layers(self.args.layers),
+                                      self.args.strict)
+        if refused:
+            return {"error": refused, "containment": self.containment}
         return {"ok": True, "containment": self.containment}
 
     def op_load(self, payload):
@@ -77,7 +89,8 @@ class Worker:
             except Exception as e:   # noqa: BLE001 - reported; the kernel's own launch will fail too
                 self.containment["triton_driver_warm"] = f"failed: {e}"
         self.guards = contain.guard_targets(self.torch, globals())
-        self.audit.arm()
+        if not self.args.test_seam:   # the seam: the OS layers alone against arbitrary code
+            self.audit.arm()
         try:
             if payload.get("torch_side") is not None:   # the spec's reference in torch, no file
                 import validate
@@ -182,16 +195,69 @@ def _not_utf8(path: str) -> str | None:
     return None if name in ("utf-8", "utf-8-sig") else f"coding declaration '{enc}' (kernel files are UTF-8)"
 
 
+def lock_early(args, containment: dict) -> None:
+    """Before torch (one thread: all later threads and children inherit it): Landlock."""
+    layers = lockdown.parse_layers(args.layers)
+    if args.scratch:
+        os.chdir(args.scratch)
+    t0 = time.monotonic()
+    if "landlock" in layers:
+        held = lockdown.landlock(args.scratch or os.getcwd(), "proc" in layers,
+                                 ("/dev/shm",) if os.environ.get("KERNLOOP_CONTAIN_SHM") == "1" else ())
+        containment["landlock"] = held
+        if "proc" in layers:
+            containment["proc"] = held
+    for k in ("landlock", "proc"):
+        containment.setdefault(k, "off")
+    containment["cost_s"] = {"landlock": round(time.monotonic() - t0, 4)}
+
+
+def lock_late(args, containment: dict) -> None:
+    """Once the arena is mapped: another user id, no capabilities, the system-call filter, no
+    bytecode from here on, and the Triton cache checked to be its own."""
+    layers = lockdown.parse_layers(args.layers)
+    cost = containment.setdefault("cost_s", {})
+    t0 = time.monotonic()
+    containment["uid"] = lockdown.change_uid(args.uid) if "uid" in layers else "off"
+    containment["capabilities_dropped"] = contain.drop_capabilities()
+    t1 = time.monotonic()
+    containment["seccomp"] = lockdown.seccomp_filter() if "seccomp" in layers else "off"
+    cost.update(uid=round(t1 - t0, 4), seccomp=round(time.monotonic() - t1, 4))
+    containment["no_bytecode"] = lockdown.no_bytecode(args.scratch or os.getcwd()) \
+        if "no_bytecode" in layers else "off"
+    cache = os.path.realpath(os.environ.get("TRITON_CACHE_DIR") or "~")
+    containment["own_cache"] = ("off" if "own_cache" not in layers else True
+                                if args.scratch and cache.startswith(os.path.realpath(args.scratch) + os.sep)
+                                else f"failed: TRITON_CACHE_DIR is {cache}")
+    if args.test_seam:
+        containment["test_seam"] = "audit hook disarmed for the kernel file (tests only)"
+
+
+def _preimport(interpret: bool) -> None:
+    """Triton's modules a kernel import or its first launch would load: imported now, so that
+    with no bytecode from the lock on they are not compiled from source in every worker."""
+    import importlib
+    names = ["triton", "triton.language"] + (["triton.runtime.interpreter"] if interpret else
+                                             ["triton.compiler.compiler", "triton.runtime.build"])
+    for n in names:
+        try:
+            importlib.import_module(n)
+        except Exception:   # noqa: BLE001 - the kernel's own import reports a broken install
+            pass
+
+
 def main(argv=None) -> int:
     args = _args(argv)
     os.dup2(2, 1)   # whatever this process prints lands on the judge's stderr
     containment = contain.apply_early()
+    lock_early(args, containment)
     from multiprocessing.connection import Connection
     conn = Connection(args.fd)
     import torch
     import torch.multiprocessing  # noqa: F401 - rebuilds the judge's CUDA tensors (IPC handles)
     import channel
     import timing
+    _preimport(args.interpret)   # before no_bytecode: their bytecode is read from site-packages
     if args.interpret:
         device = torch.device("cpu")
         name = "CPU, Triton interpreter"
