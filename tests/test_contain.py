@@ -327,14 +327,22 @@ def test_strict_refuses_exactly_the_enabled_layers_that_did_not_hold():
     assert lockdown.check_held(rec, {"landlock", "seccomp"}, False) is None
 
 
-def test_unreadable_by_others_finds_the_closed_folder(tmp_path):
+def test_unreadable_by_others_finds_the_closed_folder():
+    import shutil
+    import tempfile
     from checker import lockdown
-    d = tmp_path / "closed" / "inner"
-    d.mkdir(parents=True)
-    (d / "k.py").write_text("x = 1\n")
-    os.chmod(tmp_path, 0o755)
-    os.chmod(tmp_path / "closed", 0o700)
-    assert lockdown.unreadable_by_others([str(d / "k.py")]) == str(tmp_path / "closed")
-    os.chmod(tmp_path / "closed", 0o711)
-    os.chmod(d / "k.py", 0o644)
-    assert lockdown.unreadable_by_others([str(d / "k.py")]) in (None, *[str(p) for p in tmp_path.parents])
+    top = Path(tempfile.mkdtemp(dir="/tmp"))   # pytest's own tmp folders are closed to others
+    try:
+        os.chmod(top, 0o755)
+        d = top / "closed" / "inner"
+        d.mkdir(parents=True)
+        (d / "k.py").write_text("x = 1\n")
+        os.chmod(d / "k.py", 0o644)
+        os.chmod(top / "closed", 0o700)
+        assert lockdown.unreadable_by_others([str(d / "k.py")]) == str(top / "closed")
+        os.chmod(top / "closed", 0o711)
+        assert lockdown.unreadable_by_others([str(d / "k.py")]) is None
+        os.chmod(d / "k.py", 0o600)
+        assert lockdown.unreadable_by_others([str(d / "k.py")]) == str(d / "k.py")
+    finally:
+        shutil.rmtree(top)
