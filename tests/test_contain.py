@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from backends import stage_job
+from tests.contain_attacks import ATTACKS, DAEMON, FIVE_PERCENT_LOW
 from resultline import parse_result_line, validate_result
 from spec import load_spec
 
@@ -62,7 +63,7 @@ class Job:
     def start(self, args, extra_env=None):
         env = dict(os.environ, TRITON_CACHE_DIR=str(self.cache), **(extra_env or {}))
         self.out = self.tmp / "standin.json"
-        cmd = [sys.executable, str(STANDIN), str(self.out), "400", str(self.dir), "--",
+        cmd = [sys.executable, str(STANDIN), str(self.out), "400", str(self.dir), "seam", "--",
                sys.executable, str(self.dir / "check.py"), "--spec", str(self.dir / "spec.json"),
                "--candidate", str(self.dir / "candidate.py"), "--champion", str(self.dir / "champion.py"),
                "--mode", "interpret", "--draws", "1", "--backend", "synthetic", *args]
@@ -109,60 +110,6 @@ def _written(job: Job) -> list[str]:
     return [str(p) for p in paths if p.exists()]
 
 
-ATTACKS = r'''
-import ctypes, os, signal, subprocess, sys
-JUDGE, ORCH, MARK = os.getppid(), {orch}, "{mark}"
-TARGETS = {{"run": "{run}", "proj": "{proj}", "site": "{site}", "cache": "{cache}", "later": "{later}",
-           "tmp": "/tmp", "shm": "/dev/shm"}}
-_R = []
-def _try(name, fn):
-    try:
-        v = fn()
-        _R.append(f"{{name}}={{v}}" if isinstance(v, str) else f"{{name}}=OK")
-    except OSError as e:
-        _R.append(f"{{name}}={{e.errno}}")
-    except BaseException as e:
-        _R.append(f"{{name}}={{type(e).__name__}}")
-for k, d in TARGETS.items():
-    _try("w_" + k, lambda d=d: open(os.path.join(d, MARK + ".py"), "w").write("import os\n"))
-_try("w_pyc_later", lambda: (os.makedirs(TARGETS["later"] + "/__pycache__", exist_ok=True),
-                              open(TARGETS["later"] + "/__pycache__/" + MARK + ".pyc", "wb").write(b"x"))[1])
-_try("w_selfmem", lambda: open("/proc/self/mem", "r+b").close())
-for who, pid in (("judge", JUDGE), ("orch", ORCH)):
-    for f in ("environ", "mem", "cmdline", "maps"):
-        _try(f"r_{{who}}_{{f}}", lambda pid=pid, f=f: open(f"/proc/{{pid}}/{{f}}", "rb").read(64))
-    _try(f"fdlink_{{who}}", lambda pid=pid: os.readlink(f"/proc/{{pid}}/fd/0"))
-    def _fds(pid=pid):   # reopen its descriptors (the judge's result line among them) to write
-        err = None
-        for fd in range(12):
-            try:
-                open(f"/proc/{{pid}}/fd/{{fd}}", "wb").close()
-                return None
-            except OSError as e:
-                err = e if err is None or e.errno != 2 else err
-        raise err
-    _try(f"fdopen_{{who}}", _fds)
-    _try(f"stop_{{who}}", lambda pid=pid: os.kill(pid, signal.SIGSTOP))
-    _try(f"kill_{{who}}", lambda pid=pid: os.kill(pid, signal.SIGKILL))
-    def _ptrace(pid=pid):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.ptrace(16, pid, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "ptrace")
-    _try(f"ptrace_{{who}}", _ptrace)
-_try("kill_group", lambda: os.killpg(os.getpgid(0), signal.SIGSTOP))
-_try("setuid0", lambda: os.setuid(0))
-def _unshare():
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(0x10000000) != 0:
-        raise OSError(ctypes.get_errno(), "unshare")
-_try("unshare_user", _unshare)
-_try("child_write", lambda: "rc%d" % subprocess.run(["/bin/sh", "-c", f"echo x > {{TARGETS['proj']}}/{{MARK}}.sh"],
-                                                    env=dict(os.environ, LD_PRELOAD="")).returncode)
-_try("child_stop", lambda: "rc%d" % subprocess.run(["/bin/sh", "-c", f"kill -STOP {{JUDGE}} {{ORCH}}"]).returncode)
-raise RuntimeError("ATTACKS " + " ".join(_R))
-'''
-
-
 def test_arbitrary_python_in_a_worker_can_write_signal_trace_or_read_nothing(tmp_path):
     job = Job(tmp_path)
     site = sysconfig.get_paths()["purelib"]
@@ -188,21 +135,6 @@ def test_arbitrary_python_in_a_worker_can_write_signal_trace_or_read_nothing(tmp
     assert all(cont[k] is True for k in ("landlock", "proc", "seccomp", "own_cache", "no_bytecode")), cont
 
 
-DAEMON = r'''
-import os
-_pid = os.fork()
-if _pid == 0:
-    os.setsid()
-    if os.fork() == 0:
-        try:
-            os.execv("/bin/sleep", ["{mark}", "300"])
-        finally:
-            os._exit(0)
-    os._exit(0)
-os.waitpid(_pid, 0)
-'''
-
-
 def _alive_with(mark: str) -> list[int]:
     pids = []
     for p in os.listdir("/proc"):
@@ -223,14 +155,6 @@ def test_a_daemon_that_outlives_its_parent_is_caught_and_killed(tmp_path):
     assert "re-parented to the judge" in res["error"]
     assert res["containment"]["judge"]["killed_at_end"], res["containment"]["judge"]
     assert _alive_with(job.mark) == []
-
-
-FIVE_PERCENT_LOW = r'''
-import sys
-_T = sys.modules["timing"]            # the worker's own timing module
-_E = _T.HostEvent.elapsed_time
-_T.HostEvent.elapsed_time = lambda self, end: 0.95 * _E(self, end)
-'''
 
 
 def test_a_worker_reporting_its_time_5_percent_low_is_caught_by_the_judges_clock(tmp_path):
