@@ -38,9 +38,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from backends import stage_job  # noqa: E402
+from backends.local import stage_job  # noqa: E402
 from checker import clock  # noqa: E402
-from resultline import parse_result_line  # noqa: E402
+from backends.resultline import parse_result_line  # noqa: E402
 from spec import load_spec  # noqa: E402
 from tests.contain_attacks import ATTACKS, DAEMON, FIVE_PERCENT_LOW  # noqa: E402
 
