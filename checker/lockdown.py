@@ -70,6 +70,19 @@ def unreadable_by_others(paths) -> str | None:
     return None
 
 
+def import_paths() -> list:
+    """Where a worker imports from: the standard library, site-packages, Triton."""
+    import importlib.util
+    import sysconfig
+    paths = [sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    try:
+        spec = importlib.util.find_spec("triton")
+        paths.append(spec and spec.origin)
+    except (ImportError, ValueError):
+        pass
+    return paths
+
+
 def plan(interpret: bool, euid: int, layers_text: str | None, mode: str | None,
          unreadable: str | None = None) -> dict:
     """Which layers a judge asks of its workers, and whether strictly (a pure decision).
@@ -125,7 +138,7 @@ def landlock(scratch: str, proc_scope: bool, extra_rw: tuple = ()) -> object:
             for path in (scratch, *DEVICES, *extra_rw):
                 if os.path.exists(path):
                     _allow(ll, rs, path, ll.fs_for_abi(abi))
-            rs.restrict()
+            rs.restrict(ll.RestrictFlag.TSYNC)   # every thread where the ABI has it (8+)
     except Exception as e:   # noqa: BLE001 - reported; strict mode refuses to go on
         return f"failed: {type(e).__name__}: {e}"
     missing = [s for s in ("SIGNAL",) if not (rs.scoped & getattr(ll.Scope, s))]

@@ -167,7 +167,9 @@ def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 1
         log = Path(tmp) / "ncu.csv"
         cmd = ncu_command(ncu, spec_path, kernel_path, log)
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=child_env())
+            # its own Triton cache and no bytecode: the kernel file runs here outside a worker
+            env = dict(child_env(), TRITON_CACHE_DIR=str(Path(tmp) / "triton"), PYTHONDONTWRITEBYTECODE="1")
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
         except subprocess.TimeoutExpired:
             return {"ok": False, "error": f"ncu timed out after {timeout_s:g} s",
                     "cost_s": time.monotonic() - t0}

@@ -200,6 +200,18 @@ def lock_early(args, containment: dict) -> None:
     layers = lockdown.parse_layers(args.layers)
     if args.scratch:
         os.chdir(args.scratch)
+    if not _landlock_late():
+        apply_landlock(args, layers, containment)
+
+
+def _landlock_late() -> bool:
+    """KERNLOOP_CONTAIN_LANDLOCK_LATE=1: Landlock once the arena is mapped (a fallback should
+    the GPU's IPC need what the domain denies; without Landlock ABI 8's TSYNC it then binds this
+    thread and what it starts later, not threads CUDA started before)."""
+    return os.environ.get("KERNLOOP_CONTAIN_LANDLOCK_LATE") == "1"
+
+
+def apply_landlock(args, layers: set, containment: dict) -> None:
     t0 = time.monotonic()
     if "landlock" in layers:
         held = lockdown.landlock(args.scratch or os.getcwd(), "proc" in layers,
@@ -207,15 +219,19 @@ def lock_early(args, containment: dict) -> None:
         containment["landlock"] = held
         if "proc" in layers:
             containment["proc"] = held
+        containment["landlock_applied"] = "late: after the arena, this thread" if _landlock_late() \
+            else "early: before torch, every thread"
     for k in ("landlock", "proc"):
         containment.setdefault(k, "off")
-    containment["cost_s"] = {"landlock": round(time.monotonic() - t0, 4)}
+    containment.setdefault("cost_s", {})["landlock"] = round(time.monotonic() - t0, 4)
 
 
 def lock_late(args, containment: dict) -> None:
     """Once the arena is mapped: another user id, no capabilities, the system-call filter, no
     bytecode from here on, and the Triton cache checked to be its own."""
     layers = lockdown.parse_layers(args.layers)
+    if _landlock_late():
+        apply_landlock(args, layers, containment)
     cost = containment.setdefault("cost_s", {})
     t0 = time.monotonic()
     containment["uid"] = lockdown.change_uid(args.uid) if "uid" in layers else "off"
