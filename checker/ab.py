@@ -127,14 +127,16 @@ class TimedSets:
         pair = [cand, champ]
         rounds = []
         # --rounds N (benchmarks: A/A, power): N whole A/B rounds between the same two workers;
-        # each round is warmed, refreshed, output-checked and clock-checked on its own.
-        for _ in range(max(1, int(getattr(args, "rounds", 1) or 1))):
+        # each round is warmed, refreshed, output-checked and clock-checked on its own. The
+        # finished ones stay on the result line when a later one is rejected.
+        n_rounds = max(1, int(getattr(args, "rounds", 1) or 1))
+        if n_rounds > 1:
+            result["rounds"] = rounds
+        for _ in range(n_rounds):
             ms, w = self._round(result, pair, ref_dtype, allowed, tol, mult, check_ops)
             rounds.append({"candidate": timing.summarize(ms["candidate"], w),
                            "champion": timing.summarize(ms["champion"], w),
                            "wall_probe_ms": result["wall_probe_ms"]})
-        if len(rounds) > 1:
-            result["rounds"] = rounds
         result["candidate"], result["champion"] = rounds[0]["candidate"], rounds[0]["champion"]
         result["wall_probe_ms"] = rounds[0]["wall_probe_ms"]
         fi = getattr(champ, "flush_info", None) or {}
@@ -212,8 +214,8 @@ class TimedSets:
         result["timing_wall_s"] = time.monotonic() - t0
         check_ops((last or {}).get("ops", []), allowed, "timing")   # torch taking over once timed
         result["checked_reps"] = checked
-        reason, nums = clock.verdict(ms["candidate"], wall["candidate"],
-                                     ms["champion"], wall["champion"])
+        reason, nums = clock.verdict(ms["candidate"], wall["candidate"], ms["champion"], wall["champion"],
+                                     tol_abs=clock.TOL_ABS_MS if self.cuda else clock.HOST_TOL_ABS_MS)
         nums.update({f"{role}_host": statistics.median(v) if v else None for role, v in host.items()})
         result["wall_probe_ms"] = nums
         if reason:

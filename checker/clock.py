@@ -26,6 +26,7 @@ FORGE_SLACK_MS = 0.005   # event resolution and clock-read jitter
 TOL_ABS_MS = 0.015       # honest overheads differ by jitter of tens of microseconds on the GPU
 TOL_FRAC = 0.015         # of the candidate's own time: 5% low on 1 ms is 3.3x this
 Z = 2.33                 # one-sided 1% normal quantile (with no shift and no tolerance)
+HOST_TOL_ABS_MS = 1.0    # --host-clock (CPU tests): a loaded CPU's pipe and scheduling noise
 MIN_PAIRS = 13           # fewer rep pairs (26 reps) give no interval at Z: no overhead verdict
 
 

@@ -3,8 +3,10 @@
 
 Started by the judge (checker/judge.py), one per kernel file, with the pipe's descriptor in
 --fd. It holds no reference, no other kernel, no secret and no handle on the result line: its
-stdout is the judge's stderr. Before the kernel file is imported it contains itself (contain.py)
-and from then on every call is watched (aten ops, audit events, replaced functions; the judge
+stdout is the judge's stderr. Before torch is imported it puts itself under Landlock, and once
+its arena is mapped under its own user id (CPU path), a seccomp filter and no bytecode
+(lockdown.py), in its own scratch folder; before the kernel file is imported it contains itself
+further (contain.py) and from then on every call is watched (aten ops, audit events, replaced functions; the judge
 itself reads the worker's threads and children from /proc) and reported with the call's
 output, which it copies into the judge's output slot. On the GPU it times its own calls (flush, settle spin, CUDA events) and
 syncs the device before it replies, so the judge's clock covers all of its work.
