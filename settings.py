@@ -5,8 +5,9 @@ one reader that turns a bad value into one SettingsError naming the variable and
     settings.validate(os.environ)                       # before a run folder exists
 
 The README's environment table is `readme_table()` (tests/test_settings.py keeps them equal).
-The checker (checker/) stays self-contained and reads KERNLOOP_PREWARM and KERNLOOP_NCU itself;
-they are declared here so they are documented and validated with the rest.
+The checker (checker/) stays self-contained and reads KERNLOOP_PREWARM, KERNLOOP_NCU and its
+containment switches (KERNLOOP_CONTAIN*, KERNLOOP_TEST_SEAM) itself; they are declared here so
+they are documented and validated with the rest.
 """
 from __future__ import annotations
 
@@ -93,6 +94,21 @@ _VARS = [
         "throughput % of peak, achieved occupancy, top warp stalls); where it is not, the profile "
         "says so; `off`: never run ncu. Anything else is an error. A Nebius job's checker gets "
         "this machine's value (`ncu=` in the job's arguments)"),
+    Var("KERNLOOP_CONTAIN", ("", "strict", "best-effort"), "", "how the checker's workers take "
+        "their OS containment (Landlock, seccomp, own user id, own scratch and Triton cache, no "
+        "bytecode): `strict` (default on the CPU path) refuses to run a worker whose asked layer "
+        "did not hold; `best-effort` (default on the GPU) runs it and reports what held in the "
+        "result line's `containment`"),
+    Var("KERNLOOP_CONTAIN_LAYERS", str, None, "the workers' OS layers: `all` (default), `none`, "
+        "or a comma list of landlock, proc, uid, seccomp, own_cache, no_bytecode (uid is off on "
+        "the GPU unless named: CUDA IPC fails across user ids)"),
+    Var("KERNLOOP_CONTAIN_FALLBACK", ("", "shm", "late", "shm,late"), "", "for a GPU whose IPC "
+        "needs what Landlock denies: `shm` lets workers write under /dev/shm, `late` applies "
+        "Landlock after the arena is mapped (then it binds the worker's main thread and what it "
+        "starts later); default neither"),
+    Var("KERNLOOP_TEST_SEAM", ("", "arbitrary-python"), "", "tests and benches only: the checker "
+        "loads kernel files with the audit hook disarmed so its OS layers meet arbitrary code; the "
+        "loop never passes it to a checker and refuses a result line that carries it"),
     Var("KERNLOOP_PYCACHE", ("0", "1"), "1", "`0` leaves Python's bytecode settings of checker "
         "children alone. By default, where torch's bytecode is not kept (`PYTHONDONTWRITEBYTECODE` "
         "set, or a read-only install) the children write it under "

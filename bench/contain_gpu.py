@@ -126,8 +126,8 @@ class Bench:
             print(f"layers {label:<14} ok={r.get('ok')} wall={r['wall_s']}s {str(r.get('error'))[:160]}",
                   flush=True)
         if not any(r.get("ok") for r in rows if r["set"] == "landlock"):   # the two fallbacks
-            for label, env in (("landlock+/dev/shm", {"KERNLOOP_CONTAIN_SHM": "1"}),
-                               ("landlock late", {"KERNLOOP_CONTAIN_LANDLOCK_LATE": "1"})):
+            for label, env in (("landlock+/dev/shm", {"KERNLOOP_CONTAIN_FALLBACK": "shm"}),
+                               ("landlock late", {"KERNLOOP_CONTAIN_FALLBACK": "late"})):
                 if self.left() > 60:
                     r = self.job(self.base, ["--no-timing", "--layers", "landlock", "--contain", "best-effort"],
                                  env=env)

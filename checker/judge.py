@@ -370,10 +370,10 @@ def parse_args(argv=None):
                    help="interpret mode: time the A/B and the second look on the host clock "
                         "(a CPU test of the timing path; never a measurement)")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
-    p.add_argument("--contain", choices=["strict", "best-effort"], default=os.environ.get("KERNLOOP_CONTAIN"),
+    p.add_argument("--contain", choices=["strict", "best-effort"], default=os.environ.get("KERNLOOP_CONTAIN") or None,
                    help="strict (CPU default): a worker whose OS layer did not hold refuses to run; "
                         "best-effort (GPU default): it runs and reports what held")
-    p.add_argument("--layers", default=os.environ.get("KERNLOOP_CONTAIN_LAYERS"),
+    p.add_argument("--layers", default=os.environ.get("KERNLOOP_CONTAIN_LAYERS") or None,
                    help=f"OS layers of the workers: all (default), none, or some of {', '.join(lockdown.LAYERS)}")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
     p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")

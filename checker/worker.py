@@ -207,17 +207,18 @@ def lock_early(args, containment: dict) -> None:
 
 
 def _landlock_late() -> bool:
-    """KERNLOOP_CONTAIN_LANDLOCK_LATE=1: Landlock once the arena is mapped (a fallback should
-    the GPU's IPC need what the domain denies; without Landlock ABI 8's TSYNC it then binds this
-    thread and what it starts later, not threads CUDA started before)."""
-    return os.environ.get("KERNLOOP_CONTAIN_LANDLOCK_LATE") == "1"
+    """KERNLOOP_CONTAIN_FALLBACK=late: Landlock once the arena is mapped (should the GPU's IPC
+    need what the domain denies; without Landlock ABI 8's TSYNC it then binds this thread and
+    what it starts later, not threads CUDA started before)."""
+    return "late" in os.environ.get("KERNLOOP_CONTAIN_FALLBACK", "").split(",")
 
 
 def apply_landlock(args, layers: set, containment: dict) -> None:
     t0 = time.monotonic()
     if "landlock" in layers:
         held = lockdown.landlock(args.scratch or os.getcwd(), "proc" in layers,
-                                 ("/dev/shm",) if os.environ.get("KERNLOOP_CONTAIN_SHM") == "1" else ())
+                                 ("/dev/shm",) if "shm" in os.environ.get("KERNLOOP_CONTAIN_FALLBACK", "").split(",")
+                                 else ())
         containment["landlock"] = held
         if "proc" in layers:
             containment["proc"] = held
