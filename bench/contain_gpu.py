@@ -149,8 +149,11 @@ class Bench:
         cache = self.tmp / "champion-cache"
         cache.mkdir(exist_ok=True)
         site = sysconfig.get_paths()["purelib"]
+        other = Path(tempfile.gettempdir()) / f"kernloop-job-{mark}"
+        (other / "champion").mkdir(parents=True, exist_ok=True)
+        (other / "champion" / "arena").write_bytes(b"champion output")
         code = lambda orch: ATTACKS.format(orch=orch, mark=mark, run=self.tmp, proj=ROOT, site=site,  # noqa: E731
-                                           cache=cache, later=later) + self.base
+                                           cache=cache, later=later, other_job=other) + self.base
         r = self.job(code, ["--no-timing", "--contain", "best-effort"], seam=True)
         m = re.search(r"ATTACKS (.*)", str(r.get("error")))
         r["outcomes"] = dict(kv.split("=", 1) for kv in m.group(1).split()) if m else None

@@ -117,12 +117,12 @@ def _ll():
     return landlockpy
 
 
-def landlock(scratch: str, proc_scope: bool, extra_rw: tuple = ()) -> object:
+def landlock(scratch: str, proc_scope: bool, extra_rw: tuple = (), jobs: str | None = None) -> object:
     """Enforce a Landlock domain on this (still single-threaded) process and everything it
-    starts: every file-system right handled; read and execute everywhere but /proc; in /proc
-    only its own entry and the non-process files; writes only beneath `scratch` (and the
-    device files above, `extra_rw`); no signal to and no abstract socket of a process outside
-    the domain (ABI 6+). Returns True, or why not."""
+    starts: every file-system right handled; read and execute everywhere but /proc and the job
+    folders (`jobs`: its own; see _read_rules); in /proc only its own entry and the non-process
+    files; writes only beneath `scratch` (and the device files above, `extra_rw`); no signal to
+    and no abstract socket of a process outside the domain (ABI 6+). Returns True, or why not."""
     try:
         ll = _ll()
         abi = ll.abi_version()
@@ -134,7 +134,7 @@ def landlock(scratch: str, proc_scope: bool, extra_rw: tuple = ()) -> object:
         rs = ll.Ruleset(handled_fs=ll.fs_for_abi(abi), handled_net=ll.AccessNet.NONE,
                         scoped=ll.scope_for_abi(abi))
         with rs:
-            _read_rules(ll, rs, proc_scope)
+            _read_rules(ll, rs, proc_scope, jobs)
             for path in (scratch, *DEVICES, *extra_rw):
                 if os.path.exists(path):
                     _allow(ll, rs, path, ll.fs_for_abi(abi))
@@ -153,16 +153,27 @@ def _allow(ll, rs, path: str, access) -> None:
     rs.allow_path(path, access)
 
 
-def _read_rules(ll, rs, proc_scope: bool) -> None:
+def _read_rules(ll, rs, proc_scope: bool, jobs: str | None) -> None:
+    """Read and execute everywhere except: other processes' /proc entries (`proc_scope`), and
+    the jobs' scratch folders beside its own (`jobs`: its job folder; every sibling named like
+    it is left out, and so every other worker's arena, cache and files)."""
     read = ll.AccessFS.READ_FILE | ll.AccessFS.READ_DIR | ll.AccessFS.EXECUTE
-    for name in os.listdir("/"):
-        path = "/" + name
-        if name == "proc" and proc_scope:
-            continue
-        try:
-            _allow(ll, rs, path, read)
-        except OSError:   # a dangling entry: nothing to read there
-            pass
+    hidden = {"/proc"} if proc_scope else set()
+    chain = []   # the folders from / down to the jobs' parent: opened entry by entry
+    if jobs:
+        parts = os.path.realpath(jobs).split(os.sep)[1:]
+        chain = [os.sep + os.sep.join(parts[:i]) for i in range(len(parts))]
+        hidden |= {os.sep + os.sep.join(parts[:i + 1]) for i in range(len(parts) - 1)}
+    prefix = os.path.basename(os.path.realpath(jobs)).rsplit("-", 1)[0] + "-" if jobs else None
+    for folder in chain or ["/"]:
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if path in hidden or (folder == (chain or ["/"])[-1] and prefix and name.startswith(prefix)):
+                continue
+            try:
+                _allow(ll, rs, path, read)
+            except OSError:   # a dangling entry: nothing to read there
+                pass
     if not proc_scope or not os.path.isdir("/proc"):
         return
     rs.allow_path("/proc", ll.AccessFS.READ_DIR)   # listing pids reveals nothing

@@ -218,7 +218,7 @@ def apply_landlock(args, layers: set, containment: dict) -> None:
     if "landlock" in layers:
         held = lockdown.landlock(args.scratch or os.getcwd(), "proc" in layers,
                                  ("/dev/shm",) if "shm" in os.environ.get("KERNLOOP_CONTAIN_FALLBACK", "").split(",")
-                                 else ())
+                                 else (), jobs=os.path.dirname(args.scratch) if args.scratch else None)
         containment["landlock"] = held
         if "proc" in layers:
             containment["proc"] = held

@@ -2,7 +2,7 @@
 smoke bench (bench/contain_gpu.py). Each runs as arbitrary Python in a worker through the
 checker's test seam; the baseline kernel follows it, so only the attack can make it fail.
 
-ATTACKS (format with orch, mark, run, proj, site, cache, later) tries every write, signal, trace
+ATTACKS (format with orch, mark, run, proj, site, cache, later, other_job) tries every write, signal, trace
 and /proc read at import and raises `ATTACKS name=outcome ...` (an errno, OK, or a child's rc).
 DAEMON (format with mark) leaves a double-forked, setsid daemon named `mark` behind.
 FIVE_PERCENT_LOW makes the worker report 5% less than it measured, on CUDA events or the host
@@ -28,6 +28,7 @@ for k, d in TARGETS.items():
 _try("w_pyc_later", lambda: (os.makedirs(TARGETS["later"] + "/__pycache__", exist_ok=True),
                               open(TARGETS["later"] + "/__pycache__/" + MARK + ".pyc", "wb").write(b"x"))[1])
 _try("w_selfmem", lambda: open("/proc/self/mem", "r+b").close())
+_try("r_other_job", lambda: open("{other_job}/champion/arena", "rb").read(8))   # another worker's files
 for who, pid in (("judge", JUDGE), ("orch", ORCH)):
     for f in ("environ", "mem", "cmdline", "maps"):
         _try(f"r_{{who}}_{{f}}", lambda pid=pid, f=f: open(f"/proc/{{pid}}/{{f}}", "rb").read(64))

@@ -5,7 +5,7 @@ with the audit hook disarmed, so only the OS layers stand), hostile files staged
 as the backends stage a job try to write into the run folder, the project, site-packages, the
 champion's Triton cache, a later job's folder, /tmp and /dev/shm; to stop, kill and ptrace the
 judge and the orchestrator (a stand-in that runs the checker as the backends do); to read their
-/proc entries and write /proc/self/mem; to leave a daemon behind; to have a spawned child do any
+/proc entries, write /proc/self/mem or read another job's worker folder; to leave a daemon behind; to have a spawned child do any
 of it; to load planted bytecode; to report their time 5% low. Each is refused with its reason,
 the stand-in lives, the champion file is unchanged, nothing is left on disk.
 Linux with Landlock (ABI 6+) and libseccomp, as CI and the H200 have; root for the uid layer.
@@ -15,9 +15,11 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -113,19 +115,23 @@ def _written(job: Job) -> list[str]:
 def test_arbitrary_python_in_a_worker_can_write_signal_trace_or_read_nothing(tmp_path):
     job = Job(tmp_path)
     site = sysconfig.get_paths()["purelib"]
+    other = Path(tempfile.gettempdir()) / f"kernloop-job-{job.mark}"   # another job's worker
+    (other / "champion").mkdir(parents=True)
+    (other / "champion" / "arena").write_bytes(b"champion output")
     orch = job.start(["--no-timing"])
     try:
         job.stage(ATTACKS.format(orch=orch, mark=job.mark, run=job.run, proj=ROOT, site=site,
-                                 cache=job.cache, later=job.later) + BASE)
+                                 cache=job.cache, later=job.later, other_job=other) + BASE)
         res = job.finish()
     finally:
+        shutil.rmtree(other)
         planted = _written(job)
         for p in planted:
             os.unlink(p)
     assert planted == [], planted
     assert res["ok"] is False and res["stage"] == "load" and "ATTACKS" in res["error"], res["error"]
     got = dict(kv.split("=", 1) for kv in re.search(r"ATTACKS (.*)", res["error"]).group(1).split())
-    assert len(got) == 32, got
+    assert len(got) == 33, got
     for name, outcome in got.items():
         if name.startswith("child_"):   # the shell itself runs, and fails to write or signal
             assert outcome.startswith("rc") and outcome != "rc0", (name, outcome)
