@@ -16,7 +16,7 @@ import os
 import sys
 
 LAYERS = ("landlock", "proc", "uid", "seccomp", "own_cache", "no_bytecode")
-# Writable device files a computing process needs (GPU ones where they exist).
+# Writable device files a computing process needs (and every /dev/nvidia*, where they exist).
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/nvidiactl", "/dev/nvidia-uvm",
            "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia-caps")
 # System calls a kernel never needs: tracing and other processes' memory or descriptors,
@@ -135,7 +135,8 @@ def landlock(scratch: str, proc_scope: bool, extra_rw: tuple = (), jobs: str | N
                         scoped=ll.scope_for_abi(abi))
         with rs:
             _read_rules(ll, rs, proc_scope, jobs)
-            for path in (scratch, *DEVICES, *extra_rw):
+            import glob
+            for path in (scratch, *DEVICES, *sorted(glob.glob("/dev/nvidia*")), *extra_rw):
                 if os.path.exists(path):
                     _allow(ll, rs, path, ll.fs_for_abi(abi))
             rs.restrict(ll.RestrictFlag.TSYNC)   # every thread where the ABI has it (8+)
