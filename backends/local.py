@@ -16,6 +16,7 @@ from pathlib import Path
 
 from backends import perfmodel
 import settings
+from errors import KernLoopError
 from contract import read_config
 from backends.resultline import ResultLineError, parse_result_line, validate_result
 from backends.sandbox import run_child
@@ -31,7 +32,7 @@ SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
                     "correctness by the Triton interpreter on the CPU)")
 
 
-class BackendError(Exception):
+class BackendError(KernLoopError):
     """A backend that cannot be built or configured here; the CLI prints it as one error line."""
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 MARKER = "KERNLOOP_RESULT "
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -94,3 +95,51 @@ def validate_result(obj) -> list[str]:
         if obj.get(key) is not None and not isinstance(obj[key], dict):
             bad.append(f"{key} must be an object, got {type(obj[key]).__name__}")
     return bad
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One side's timing stats from a result line (milliseconds; None where the line has none)."""
+    mean_ms: float | None = None
+    median_ms: float | None = None
+    min_ms: float | None = None
+    std_ms: float | None = None
+    n: int = 0
+
+    @classmethod
+    def of(cls, stats) -> "Timing | None":
+        if not isinstance(stats, dict):
+            return None
+        num = {k: stats[k] if _num(stats.get(k)) else None for k in _STATS}
+        n = stats.get("n")
+        return cls(**num, n=n if isinstance(n, int) and not isinstance(n, bool) else 0)
+
+
+@dataclass(frozen=True)
+class Result:
+    """A result line (or the dict run.jsonl keeps of it) read once, typed; `raw` is the dict itself."""
+    ok: bool
+    correct: bool | None
+    stage: str | None
+    error: str | None
+    candidate: Timing | None
+    champion: Timing | None
+    rel_l2: dict
+    raw: dict
+
+    @classmethod
+    def of(cls, obj) -> "Result":
+        d = obj if isinstance(obj, dict) else {}
+        text = lambda v: v if isinstance(v, str) else None   # noqa: E731
+        return cls(ok=d.get("ok") is True, correct=d.get("correct") if isinstance(d.get("correct"), bool) else None,
+                   stage=text(d.get("stage")), error=text(d.get("error")),
+                   candidate=Timing.of(d.get("candidate")), champion=Timing.of(d.get("champion")),
+                   rel_l2=d.get("rel_l2") if isinstance(d.get("rel_l2"), dict) else {}, raw=d)
+
+    @property
+    def candidate_ms(self) -> float | None:
+        return self.candidate.mean_ms if self.candidate else None
+
+    @property
+    def champion_ms(self) -> float | None:
+        return self.champion.mean_ms if self.champion else None

@@ -189,7 +189,7 @@ def decisions(spec, fn_c, fn_b, args, n, warmup, reps, method="read") -> dict:
                                min_warm_s=0.05, watch=[aten_recorder(torch), aten_recorder(torch)])
         res = {"ok": True, "correct": True, "candidate": summarize(cs, warmup),
                "champion": summarize(bs, warmup)}
-        d = decide(res, min_gain=spec.loop["min_gain"], sigma=spec.loop.get("sigma", 2.0))
+        d = decide(res, min_gain=spec.loop["min_gain"], sigma=spec.loop["sigma"])
         out.append({"promoted": d["promoted"], "gain": d["rule"].get("gain"),
                     "significant": d["rule"].get("significant"),
                     "cand_mean_ms": res["candidate"]["mean_ms"], "champ_mean_ms": res["champion"]["mean_ms"],

@@ -4,8 +4,11 @@
 
 Prints every field that differs (path, before, after) and exits 1 if any does, 0 if none. Set
 aside: the fields that read a clock (`ts`, durations, latencies, per-phase seconds, worker pids)
-and the run's id; strings have their run folder and checkout root replaced by placeholders, so a
-run made in another checkout or folder compares equal. Everything else must match exactly.
+and the run's id, and the correctness check's error measurements (`rel_l2`, `floors`,
+`floor_ratio`): the judge draws fresh inputs every run (checker/judge.py, secrets.randbits), so
+these differ between two runs of the same code. Strings have their run folder and checkout root
+replaced by placeholders, so a run made in another checkout or folder compares equal. Everything
+else (modeled times, verdicts, reasons, configs, notes, every event) must match exactly.
 """
 from __future__ import annotations
 
@@ -14,11 +17,12 @@ import sys
 from pathlib import Path
 
 CLOCK_FIELDS = {"ts", "run_id", "duration_s", "latency_s", "wall_s", "phase_s", "startup_s", "pid"}
+DRAWN_FIELDS = {"rel_l2", "floors", "floor_ratio"}   # errors on inputs drawn afresh each run
 
 
 def _normal(value, places: dict[str, str]):
     if isinstance(value, dict):
-        return {k: _normal(v, places) for k, v in value.items() if k not in CLOCK_FIELDS}
+        return {k: _normal(v, places) for k, v in value.items() if k not in CLOCK_FIELDS | DRAWN_FIELDS}
     if isinstance(value, list):
         return [_normal(v, places) for v in value]
     if isinstance(value, str):
@@ -58,7 +62,7 @@ def main(argv: list[str]) -> int:
     for path, x, y in diffs:
         print(f"{path}: {json.dumps(x)[:120]} != {json.dumps(y)[:120]}")
     n = len(read(before))
-    print(f"{n} events, {len(diffs)} fields differ" + ("" if diffs else " (clock fields and paths aside)"))
+    print(f"{n} events, {len(diffs)} fields differ" + ("" if diffs else " (clock fields, drawn-input errors and paths aside)"))
     return 1 if diffs else 0
 
 

@@ -1,13 +1,14 @@
 """Factories of the loop's parts chosen on the command line: the backend and the proposer."""
 from __future__ import annotations
 
+from errors import KernLoopError
 from backends.local import Backend, BackendError, LocalBackend, SyntheticBackend, cuda_visible
 from nebius_jobs import NebiusBackend
 from propose import torchstart
 from propose.tuner import Tuner
 
 
-class ProposerError(Exception):
+class ProposerError(KernLoopError):
     """The proposer asked for on the command line cannot be built; the CLI prints one line."""
 
 

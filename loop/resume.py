@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
+from errors import KernLoopError
 from trajectory import read_events, repair_torn_tail
 
 RESUMABLE_END = "interrupted"   # a run_end with this `stopped` may be continued
 
 
-class ResumeError(Exception):
+class ResumeError(KernLoopError):
     """A run folder that cannot be resumed; the message says why."""
 
 

@@ -7,10 +7,11 @@ import shutil
 from pathlib import Path
 
 import contract
+from errors import KernLoopError
 from propose import torchstart
 
 
-class RunFolderError(Exception):
+class RunFolderError(KernLoopError):
     """The run folder cannot be made, or the baseline to put in it is unusable: one line."""
 
 

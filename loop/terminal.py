@@ -2,6 +2,7 @@
 ratios, times labelled (modeled on synthetic runs); the details live in run.jsonl and the page."""
 from __future__ import annotations
 
+from backends.resultline import Result
 
 STATUS_WIDTH = 120   # one terminal row per iteration; details live in run.jsonl and the page
 
@@ -12,9 +13,8 @@ def status_line(ev: dict, n_total: int, synthetic: bool, width: int = STATUS_WID
     n = ev["iteration"]
     fill = int(10 * n / max(n_total, 1))
     d = ev["decision"]
-    res = ev.get("result") or {}
-    cand = (res.get("candidate") or {}).get("mean_ms")
-    champ = (res.get("champion") or {}).get("mean_ms")
+    res = Result.of(ev.get("result"))
+    cand, champ = res.candidate_ms, res.champion_ms
     kind = "modeled, " if synthetic else ""
     if cand and champ:
         what = f"{cand:.4f} ms {kind}{champ / cand:.2f}x the champion ({champ:.4f} ms, same job)"
@@ -31,10 +31,11 @@ def status_line(ev: dict, n_total: int, synthetic: bool, width: int = STATUS_WID
 
 def baseline_line(bres: dict, spec, synthetic: bool, torch: bool = False) -> str:
     """The timed shape's number (modeled on synthetic runs), and on which shapes it is correct."""
-    mean = (bres.get("candidate") or {}).get("mean_ms")
+    res = Result.of(bres)
+    mean = res.candidate_ms
     shape = spec.shape_label(spec.shapes[0])
     timed = (f"{mean:.4f} ms {'modeled' if synthetic else 'measured'} at {shape}" if mean
              else "no timing (correctness only)")
-    n = len(bres.get("rel_l2") or {})
+    n = len(res.rel_l2)
     where = f"{n} check shape(s) in the interpreter" if synthetic else f"{n} shape(s)"
     return f"baseline{' (the torch reference)' if torch else ''}: {timed}; correct on {where}"

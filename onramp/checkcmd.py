@@ -2,21 +2,21 @@
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import contract
-from onramp.new import OneLineParser
-from spec import SpecError, load_spec
+from backends.resultline import Result
+from errors import ArgParser, KernLoopError
+from spec import load_spec
 
 
-class CheckError(Exception):
+class CheckError(KernLoopError):
     """Bad input to `check` (exit 2)."""
 
 
 def parse_args(argv):
-    p = OneLineParser(prog="orchestrator.py check",
+    p = ArgParser(prog="orchestrator.py check",
                                 description="Check one kernel file against a spec: every shape, timed "
                                             "against the spec's baseline.")
     p.add_argument("--spec", required=True, help="spec YAML")
@@ -32,11 +32,11 @@ def _fmt_ms(v) -> str:
 
 def summary(spec, kernel: Path, res: dict, contract_reasons: list[str]) -> dict:
     """The one JSON line: what a script needs from the verdict."""
-    cand = (res.get("candidate") or {}).get("mean_ms")
-    base = (res.get("champion") or {}).get("mean_ms")
-    return {"kernel": str(kernel), "spec": str(spec.path), "correct": res.get("correct") is True,
-            "ok": bool(res.get("ok")), "stage": res.get("stage"), "error": res.get("error"),
-            "contract": contract_reasons, "rel_l2": res.get("rel_l2") or {},
+    r = Result.of(res)
+    cand, base = r.candidate_ms, r.champion_ms
+    return {"kernel": str(kernel), "spec": str(spec.path), "correct": r.correct is True,
+            "ok": r.ok, "stage": res.get("stage"), "error": res.get("error"),
+            "contract": contract_reasons, "rel_l2": r.rel_l2,
             "tolerance": spec.tolerance, "candidate_ms": cand, "baseline_ms": base,
             "baseline": "torch" if spec.torch_baseline else spec.baseline.name,
             "speedup": base / cand if cand and base else None, "peers": res.get("peers"),
@@ -104,15 +104,9 @@ def run_check(spec_path: str, kernel: str, backend_name: str) -> tuple[dict, lis
 
 
 def main(argv) -> int:
-    try:
-        args = parse_args(argv)
-    except SystemExit as e:   # argparse printed its usage and error line
-        return 2 if e.code else 0
-    try:
-        line, rows = run_check(args.spec, args.kernel, args.backend)
-    except (CheckError, SpecError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    """`check`; a CheckError or SpecError reaches the CLI (one error line, exit 2)."""
+    args = parse_args(argv)
+    line, rows = run_check(args.spec, args.kernel, args.backend)
     print("\n".join(rows))
     print(json.dumps(line, sort_keys=True))
     return 0 if line["correct"] else 1

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from errors import KernLoopError
+
 ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "int64": 8, "int32": 4}
 
 
-class OnrampError(Exception):
+class OnrampError(KernLoopError):
     """A bad argument or source for `new`; the CLI prints it as one error line (exit 2)."""
 
 

@@ -1,7 +1,6 @@
 """`orchestrator.py new`: write a spec (and its reference file) from a function or a KernelBench problem."""
 from __future__ import annotations
 
-import argparse
 import ast
 import builtins
 import importlib
@@ -17,8 +16,9 @@ from pathlib import Path
 import yaml
 
 import contract
+from errors import ArgParser
 from onramp.draft import ELEM_BYTES, Draft, OnrampError
-from spec import SpecError, load_spec
+from spec import load_spec
 
 DTYPE_ALIASES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
                  "half": "float16", "fp32": "float32", "float32": "float32", "float": "float32"}
@@ -382,16 +382,8 @@ def write(d: Draft, spec_dir: Path, baseline: Path | None, force: bool, command:
 
 # ---------------------------------------------------------------- CLI
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse whose mistakes are one `error:` line and exit 2, like every KernLoop error."""
-
-    def error(self, message):
-        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def parse_args(argv):
-    p = OneLineParser(prog="orchestrator.py new",
+    p = ArgParser(prog="orchestrator.py new",
                                 description="Write specs/NAME.yaml from a function or a KernelBench problem.")
     p.add_argument("name", help="the spec's name (specs/NAME.yaml)")
     src = p.add_mutually_exclusive_group(required=True)
@@ -412,32 +404,26 @@ def parse_args(argv):
 
 
 def main(argv) -> int:
-    try:
-        args = parse_args(argv)
-    except SystemExit as e:   # argparse printed its own usage + error line
-        return 2 if e.code else 0
+    """`new`; an OnrampError or SpecError reaches the CLI (one error line, exit 2)."""
+    args = parse_args(argv)
     command = "python orchestrator.py new " + " ".join(argv)
-    try:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.name):
-            raise OnrampError(f"spec name {args.name!r} must be a Python identifier (letters, digits, _)")
-        spec_dir = Path(args.dir)
-        dtype = parse_dtype(args.dtype) if args.dtype else None
-        if args.source:
-            if not args.shape:
-                raise OnrampError("--from needs --shape (the timed shape, e.g. 4096x8192)")
-            if args.dist:
-                raise OnrampError("--dist is for --from-kernelbench")
-            d = draft_from_function(args.name, args.source, parse_shape(args.shape), dtype or "bfloat16",
-                                    args.extra, spec_dir)
-        else:
-            if args.shape or args.extra:
-                raise OnrampError("--shape/--extra are for --from (a KernelBench file has its own shapes)")
-            from onramp import kernelbench
-            d = kernelbench.draft(args.name, Path(args.from_kernelbench), dtype, args.dist)
-        path = write(d, spec_dir, Path(args.baseline) if args.baseline else None, args.force, command)
-    except (OnrampError, SpecError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.name):
+        raise OnrampError(f"spec name {args.name!r} must be a Python identifier (letters, digits, _)")
+    spec_dir = Path(args.dir)
+    dtype = parse_dtype(args.dtype) if args.dtype else None
+    if args.source:
+        if not args.shape:
+            raise OnrampError("--from needs --shape (the timed shape, e.g. 4096x8192)")
+        if args.dist:
+            raise OnrampError("--dist is for --from-kernelbench")
+        d = draft_from_function(args.name, args.source, parse_shape(args.shape), dtype or "bfloat16",
+                                args.extra, spec_dir)
+    else:
+        if args.shape or args.extra:
+            raise OnrampError("--shape/--extra are for --from (a KernelBench file has its own shapes)")
+        from onramp import kernelbench
+        d = kernelbench.draft(args.name, Path(args.from_kernelbench), dtype, args.dist)
+    path = write(d, spec_dir, Path(args.baseline) if args.baseline else None, args.force, command)
     print(f"wrote {path}" + (f" and {spec_dir / d.write_file}" if d.write_file else ""))
     print(f"next: python orchestrator.py check --spec {path} KERNEL.py   |   "
           f"python orchestrator.py --spec {path}")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import orchestrator
+from loop.state import State
 from backends.local import Backend, parse_child
 from checker.validate import Reject, judge_values
 from decision import decide
@@ -169,7 +170,7 @@ def test_loop_survives_a_malformed_result_line_and_keeps_its_champion(tmp_path):
     run = tmp_path / "run"
     (run / "candidates").mkdir(parents=True)
     (run / "baseline.py").write_text(BASE)
-    st = orchestrator.State()
+    st = State()
     st.champion_profile = {"mean_ms": 1.0}
     backend = FakeCheckerBackend(script)
     prop = Scripted([BASE, BASE])

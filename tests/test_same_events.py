@@ -13,10 +13,10 @@ def _log(folder, events):
 def _events(root, ts, mean):
     return [{"event": "run_start", "ts": ts, "run_id": f"{ts}-m", "spec": {"path": f"{root}/specs/m.yaml"}},
             {"event": "iteration", "ts": ts, "duration_s": len(ts), "candidate_file": f"{root}/runs/x/c.py",
-             "result": {"wall_s": 3.0, "candidate": {"mean_ms": mean}}}]
+             "result": {"wall_s": 3.0, "rel_l2": {"8x8": len(ts) * 1e-4}, "candidate": {"mean_ms": mean}}}]
 
 
-def test_clock_fields_and_paths_aside_the_same_run_is_the_same(tmp_path):
+def test_clock_fields_drawn_errors_and_paths_aside_the_same_run_is_the_same(tmp_path):
     a = _log(tmp_path / "a", _events("/one/root", "2026-01-01T00:00:00", 1.5))
     b = _log(tmp_path / "b", _events("/other", "2026-12-01T19:14:16.862", 1.5))
     assert same_events.differences(same_events.read(a), same_events.read(b)) == []

@@ -83,3 +83,17 @@ def test_readme_environment_table_is_the_settings_table_each_variable_once():
     for name in settings.VARS:   # documented once in the whole README: in this table
         assert readme.count(f"| `{name}` |") == 1, name
     assert "||" not in readme
+
+
+def test_the_loop_defaults_are_one_table():
+    import inspect
+
+    import decision
+    from spec import LOOP_KEYS
+    assert LOOP_KEYS == set(settings.LOOP_DEFAULTS)
+    params = inspect.signature(decision.decide).parameters
+    assert params["min_gain"].default == settings.LOOP_DEFAULTS["min_gain"]
+    assert params["sigma"].default == settings.LOOP_DEFAULTS["sigma"]
+    src = "".join(p.read_text() for p in [*ROOT.glob("*.py"), *[f for d in _packages() for f in d.glob("*.py")]]
+                  if p.name != "settings.py")
+    assert not re.search(r"\b0\.02\b|\"sigma\", 2\.0", src), "a loop default written again outside settings.py"

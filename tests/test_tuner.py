@@ -198,7 +198,7 @@ def test_observing_failures_wastes_fewer_compiles():
 def test_resumed_tuner_keeps_what_it_learned():
     """--resume rebuilds the tuner from run.jsonl through State.apply (mark_tried + observe):
     the fresh tuner proposes nothing that needs the memory of a config that ran out."""
-    from orchestrator import State
+    from loop.state import State
     _, first = simulate(4, 12, learn=True)
     failed = [c for c, v, _ in first if v == "failed"]
     assert failed
