@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import platform
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,10 +27,10 @@ from backends import BackendError
 from diagnosis import compulsory_bytes, of_result
 from factories import ProposerError, make_backend, make_proposer
 from finaljob import final_job, final_summary
-from iteration import (LLM_FAILURE_KINDS, candidate_event, proposal_context,  # noqa: F401 (tests, bench)
-                       run_iteration)
+from iteration import (LLM_FAILURE_KINDS, candidate_event, evaluate_judged,  # noqa: F401 (tests, bench)
+                       proposal_context, run_iteration)
 from proposer import ProposalContext
-from runfolder import RunFolderError, check_baseline, start_run
+from runfolder import RunFolderError, check_baseline, judge_baseline, start_run, write_judged_copy
 from spec import SpecError, load_spec
 from terminal import baseline_line, status_line
 from trajectory import RunLog, end_run
@@ -123,6 +122,7 @@ class State:
         self.champion_id = "baseline"
         self.champion_file = "baseline.py"
         self.champion_config: dict | None = None   # parsed once, when the file was logged
+        self.champion_sha256: str | None = None    # its bytes as the contract judged them
         self.champion_profile: dict = {}
         self.baseline_mean = None
         self.rejections: list[dict] = []
@@ -147,7 +147,8 @@ class State:
         """run_end's fields that the state knows: trajectory.end_run(log, stopped, reason,
         **state.end_fields(), duration_s=...) writes the event (an interrupt handler too)."""
         return {"iterations_done": self.done, "champion_id": self.champion_id,
-                "champion_file": self.champion_file, "baseline_mean_ms": self.baseline_mean,
+                "champion_file": self.champion_file, "champion_sha256": self.champion_sha256,
+                "baseline_mean_ms": self.baseline_mean,
                 "champion_mean_ms": self.champion_profile.get("mean_ms")}
 
     def stand(self, result: dict) -> None:
@@ -168,6 +169,7 @@ class State:
             if kind == "baseline":
                 self.baseline_done = True
                 self.champion_config = ev.get("candidate_config")
+                self.champion_sha256 = ev.get("candidate_sha256")
                 self.champion_profile = self.profile_from(ev.get("result") or {})
                 self.baseline_mean = self.champion_profile.get("mean_ms")
                 self.stand(ev.get("result") or {})
@@ -210,6 +212,7 @@ class State:
         if d.get("promoted"):
             self.champion_id, self.champion_file = ev["candidate_id"], ev["candidate_file"]
             self.champion_config = ev.get("candidate_config")
+            self.champion_sha256 = ev.get("candidate_sha256")
             self.champion_profile = self.profile_from(ev.get("result") or {})
             self.stand(ev.get("result") or {})
             self.streak = self.since_promotion = 0
@@ -307,13 +310,16 @@ def loop(args) -> int:
     render_page(run_dir)
 
     if not st.baseline_done:
-        st.champion_config = contract.read_config((run_dir / "baseline.py").read_text())
+        st.champion_config = contract.read_config((run_dir / "baseline.py").read_bytes())
+        st.champion_sha256 = judge_baseline(run_dir, spec)   # None: the torch reference
         base = None if st.torch_start else run_dir / "baseline.py"   # None: the torch reference
-        bres = backend.evaluate(spec, base, base, run_dir / "jobs" / "baseline",
-                                configs={"candidate": st.champion_config, "champion": st.champion_config},
-                                **({"peers": True} if getattr(backend, "times_peers", False) else {}))
+        sha = st.champion_sha256
+        bres = evaluate_judged(backend, spec, base, base, run_dir / "jobs" / "baseline",
+                               {"candidate": sha, "champion": sha},
+                               configs={"candidate": st.champion_config, "champion": st.champion_config},
+                               **({"peers": True} if getattr(backend, "times_peers", False) else {}))
         log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
-                   candidate_config=st.champion_config, result=bres,
+                   candidate_sha256=sha, candidate_config=st.champion_config, result=bres,
                    diagnosis=of_result(bres, "candidate", st.cost) if bres.get("ok") else None)
         render_page(run_dir)
         if not bres.get("ok"):
@@ -395,8 +401,11 @@ def loop(args) -> int:
         record(ev, is_fatal)
     args.on_interrupt = None
     stopped, why = rule
-    if not st.champion_is_torch:   # a torch champion has no kernel file
-        shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")
+    if not st.champion_is_torch:   # a torch champion has no kernel file; champion.py is
+        try:                         # written only from the bytes that were judged
+            write_judged_copy(run_dir / st.champion_file, run_dir / "champion.py", st.champion_sha256)
+        except (RunFolderError, OSError) as e:
+            print(f"warning: {e}", file=sys.stderr)
     champ_mean = st.champion_profile.get("mean_ms")
     fres = final_job(st, spec, backend, run_dir, log, stopped)
     speedup = decision.speedup(st.baseline_mean, champ_mean)
