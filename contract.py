@@ -224,7 +224,7 @@ def markdown() -> str:
 
 def prompt_text(spec=None) -> str:
     """What the model is told about the contract: what it may change and the whole allow-list.
-    Numbered 3-5: the prompt puts its two answer-format rules (one file, the NOTE line) first."""
+    Numbered 3-6: the prompt puts its two answer-format rules (one file, the NOTE line) first."""
     entry = (f"`{spec.entry}({', '.join(spec.input_names)})`" if spec is not None
              else "the entry function")
     lines = [
@@ -243,4 +243,10 @@ def prompt_text(spec=None) -> str:
                  "state, no @triton.autotune (CONFIG is the config), no inline asm or printing "
                  "in kernels. A tensor in the launcher is only described, viewed, allocated "
                  "like, or passed to a kernel launch, a TensorDescriptor or a launcher function.")
+    lines.append("6. Names keep their meaning: nothing may rebind a Python builtin, tl, triton, "
+                 "torch, math or CONFIG (no local named sum or max, no function named dict), and "
+                 "no dunder names. CONFIG keys are identifiers, its values numbers, bools, short "
+                 "strings, None or short tuples of those. Kernel files use LF line breaks only; "
+                 "no string inside a @triton.jit function may hold a line starting with 'def'; "
+                 "decorator keywords take literal lists of parameter names or True/False.")
     return "\n".join(lines)

@@ -73,7 +73,9 @@ def value_problem(v) -> str | None:
             return f"a tuple of {len(v)} items (at most {MAX_TUPLE})"
         inner = [value_problem(x) if not isinstance(x, tuple) else "a nested tuple" for x in v]
         return next((f"a tuple holding {p}" for p in inner if p), None)
-    return None   # lists, dicts, sets, bytes, complex: judged by the walker's wording below
+    if isinstance(v, (list, dict, set)):
+        return None   # worded by `problems` below: state kept across calls
+    return f"a {type(v).__name__} is not a number, bool, short string or None"
 
 
 def _short(v) -> str:
@@ -96,7 +98,7 @@ def problems(pairs) -> list[str]:
         why = value_problem(v)
         if why:
             out.append(f"CONFIG['{k}'] is not allowed: {why}")
-    mutable = [str(k) for k, v in pairs if isinstance(k, str) and not isinstance(v, (int, float, str, bool, tuple, type(None)))]
+    mutable = [str(k) for k, v in pairs if isinstance(k, str) and isinstance(v, (list, dict, set))]
     if mutable:
         out.append(f"CONFIG values must be immutable constants, not {', '.join(mutable)} "
                    "(a list or dict in CONFIG is state kept across calls)")

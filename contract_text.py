@@ -3,10 +3,10 @@ interpreter could read different programs from the same bytes.
 
 - The file: at most MAX_BYTES, line breaks are LF only, no control characters but tab and LF
   (a form feed, a lone CR or U+2028 is a line break to one reader and not to another).
-- Each @triton.jit def (decorators, signature, body): no string holding a line break or a line
-  that starts with `def` (Triton's JIT compiles from the first line starting with `def NAME(`,
-  its interpreter from the last line starting with `def `); decorator keywords only with the
-  literal types Triton gives them a meaning for.
+- Each @triton.jit def (decorators, signature, body): no string holding a line that starts with
+  `def` (Triton's JIT compiles from the first line starting with `def NAME(`, its interpreter
+  from the last line starting with `def `); decorator keywords only with the literal types
+  Triton gives them a meaning for.
 - Then what Triton would read is worked out as Triton works it out (inspect, its two rules) and
   must be the def's own text (checker/identity.py compares the same way; the worker checks it
   again with the installed Triton before any call).
@@ -28,7 +28,7 @@ _ODD = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]")
 _NAMES = {"\r": "carriage return (CR)", "\x0c": "form feed", "\x0b": "vertical tab", "\x00": "NUL",
           "\x85": "next line (U+0085)", "\u2028": "line separator (U+2028)",
           "\u2029": "paragraph separator (U+2029)"}
-_DEF_LINE = re.compile(r"^\s*def\s", re.M)
+_DEF_LINE = re.compile(r"^\s*def\b", re.M)
 _JIT_DEF = re.compile(r"^def\s+\w+\s*\(", re.M)
 _COUNTER = itertools.count()
 
@@ -58,10 +58,10 @@ def kernel_problems(fn: ast.FunctionDef) -> list[tuple[int, str]]:
     out = []
     for s in _strings(fn):
         v = s.value.decode("latin-1") if isinstance(s.value, bytes) else s.value
-        if "\n" in v or _DEF_LINE.search(v):
-            out.append((s.lineno, f"'{fn.name}': a string holding a line break or a 'def' line "
-                                  "inside a @triton.jit function (Triton's JIT and interpreter take "
-                                  "a kernel's source from its lines starting with 'def')"))
+        if _DEF_LINE.search(v):
+            out.append((s.lineno, f"'{fn.name}': a string holding a line that starts with 'def' "
+                                  "inside a @triton.jit function or its decorator (Triton's JIT and "
+                                  "interpreter take a kernel's source from its lines starting with 'def')"))
     params = [a.arg for a in fn.args.args]
     for d in fn.decorator_list:
         for k in (d.keywords if isinstance(d, ast.Call) else []):
