@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+from settings import LOOP_DEFAULTS
+
 
 def _finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -33,7 +35,7 @@ def same_bytes(result: dict | None, judged: dict) -> dict | None:
     return result
 
 
-def decide(result: dict | None, min_gain: float = 0.02, sigma: float = 2.0,
+def decide(result: dict | None, min_gain: float = LOOP_DEFAULTS["min_gain"], sigma: float = LOOP_DEFAULTS["sigma"],
            require_significance: bool = True) -> dict:
     """Promote only if the candidate is correct, its mean beats the champion's mean measured in
     the SAME job by more than min_gain, the gap exceeds sigma standard errors, and the medians

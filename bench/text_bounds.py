@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import extract  # noqa: E402
-import htmlfmt  # noqa: E402
+from propose import extract  # noqa: E402
+from view import htmlfmt  # noqa: E402
 
 OLD_NUMBER = re.compile(r"\b(?:0[xXoObB][0-9a-fA-F_]+|\d[\d_]*\.?[\d_]*(?:[eE][+-]?\d+)?j?)\b")
 

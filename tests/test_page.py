@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import htmlfmt  # noqa: E402
+from view import htmlfmt  # noqa: E402
 import page  # noqa: E402
 import trajectory  # noqa: E402
 from browser import Browser, find_chromium  # noqa: E402
@@ -485,7 +485,8 @@ def test_a_page_bug_never_stops_the_run(tmp_path, monkeypatch, capsys):
 _BOUNDED = r"""
 import sys, time
 sys.path.insert(0, {root!r})
-import htmlfmt, extract
+from view import htmlfmt
+from propose import extract
 t0 = time.monotonic()
 lines = htmlfmt.highlight_python("X = " + "1" * 60000 + "x\n" + "".join("Y = %s1if True else 0\n" % ("1" * 1500) for _ in range(40)) + "z = 12")
 assert str(lines[0]).startswith("X = 111") and "<span" not in str(lines[0])   # too long: escaped only
