@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import platform
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -30,8 +29,8 @@ from standing.diagnosis import compulsory_bytes, of_result
 from loop.factories import make_backend, make_proposer
 from loop.finaljob import final_job, final_summary
 from loop.state import State
-from loop.iteration import candidate_event, proposal_context, run_iteration
-from loop.runfolder import check_baseline, start_run
+from loop.iteration import candidate_event, evaluate_judged, proposal_context, run_iteration
+from loop.runfolder import RunFolderError, check_baseline, judge_baseline, start_run, write_judged_copy
 from spec import load_spec
 from loop.terminal import baseline_line, status_line
 from trajectory import RunLog, end_run
@@ -188,13 +187,16 @@ def loop(args) -> int:
     render_page(run_dir)
 
     if not st.baseline_done:
-        st.champion_config = contract.read_config((run_dir / "baseline.py").read_text())
+        st.champion_config = contract.read_config((run_dir / "baseline.py").read_bytes())
+        st.champion_sha256 = judge_baseline(run_dir, spec)   # None: the torch reference
         base = None if st.torch_start else run_dir / "baseline.py"   # None: the torch reference
-        bres = backend.evaluate(spec, base, base, run_dir / "jobs" / "baseline",
-                                configs={"candidate": st.champion_config, "champion": st.champion_config},
+        sha = st.champion_sha256
+        bres = evaluate_judged(backend, spec, base, base, run_dir / "jobs" / "baseline",
+                               {"candidate": sha, "champion": sha},
+                               configs={"candidate": st.champion_config, "champion": st.champion_config},
                                 **({"peers": True} if getattr(backend, "times_peers", False) else {}))
         log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
-                   candidate_config=st.champion_config, result=bres,
+                   candidate_sha256=sha, candidate_config=st.champion_config, result=bres,
                    diagnosis=of_result(bres, "candidate", st.cost) if bres.get("ok") else None)
         render_page(run_dir)
         if not bres.get("ok"):
@@ -276,8 +278,11 @@ def loop(args) -> int:
         record(ev, is_fatal)
     args.on_interrupt = None
     stopped, why = rule
-    if not st.champion_is_torch:   # a torch champion has no kernel file
-        shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")
+    if not st.champion_is_torch:   # a torch champion has no kernel file; champion.py is
+        try:                         # written only from the bytes that were judged
+            write_judged_copy(run_dir / st.champion_file, run_dir / "champion.py", st.champion_sha256)
+        except (RunFolderError, OSError) as e:
+            print(f"warning: {e}", file=sys.stderr)
     champ_mean = st.champion_profile.get("mean_ms")
     fres = final_job(st, spec, backend, run_dir, log, stopped)
     speedup = decision.speedup(st.baseline_mean, champ_mean)

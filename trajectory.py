@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -66,6 +68,7 @@ class RunStart(Common, total=False):
 class Baseline(Common, total=False):
     candidate_id: str           # always "baseline"
     candidate_file: str         # baseline.py, relative to the run folder
+    candidate_sha256: str | None  # sha256 of its bytes as the contract judged them (None: the torch reference)
     candidate_config: dict | None  # the baseline's CONFIG dict (contract.read_config)
     result: dict                # the checker's KERNLOOP_RESULT for the baseline, timed against itself
     diagnosis: list | None      # diagnosis.of_result() of the baseline: [{rule, text}]
@@ -86,13 +89,14 @@ class Iteration(Common, total=False):
     iteration: int              # 1-based
     candidate_id: str           # itNNNN
     candidate_file: str | None  # candidates/itNNNN.py, None when the proposal produced no code
+    candidate_sha256: str | None  # sha256 of that file's bytes: what the contract judged and the judge must run
     candidate_config: dict | None  # the candidate's CONFIG dict, as parsed once by contract.read_config
     parent_id: str              # the champion the candidate was proposed from
     proposer: str               # tuner | nemotron
     model: str | None           # the LLM's model id
     note: str                   # the proposer's one-line note
     proposal: dict              # meta: latency_s, tokens, finish_reason, error, parse_error, prompt_file, response_file, config
-    contract: dict | None       # {ok, reasons}; None when there was no code
+    contract: dict | None       # {ok, reasons, sha256 of the bytes judged}; None when there was no code
     result: dict | None         # the checker's result line (None when never run)
     decision: dict              # decision.decide(): {verdict, promoted, reason, rule{..., gain, speedup}}
     diagnosis: list | None      # diagnosis.of_result() of a promoted candidate: [{rule, text}]
@@ -110,6 +114,7 @@ class Iteration(Common, total=False):
 class Final(Common, total=False):
     candidate_id: str           # the final champion, timed again beside its peers (nothing is decided)
     candidate_file: str         # its file, relative to the run folder
+    candidate_sha256: str | None  # sha256 of its judged bytes (the result's source_sha256 must match)
     result: dict                # the checker's KERNLOOP_RESULT: champion against itself, with peers and profile
     diagnosis: list | None      # diagnosis.of_result() of the champion: [{rule, text}]
 
@@ -131,6 +136,7 @@ class RunEnd(Common, total=False):
     iterations_done: int        # iterations decided
     champion_id: str            # the final champion
     champion_file: str | None   # its file, relative to the run folder
+    champion_sha256: str | None  # sha256 of its judged bytes: champion.py is written only from them
     baseline_mean_ms: float | None
     champion_mean_ms: float | None
     speedup: float | None       # baseline_mean_ms / champion_mean_ms
@@ -200,6 +206,46 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+MAX_DEPTH = 40
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def jsonable(x, depth: int = 0):
+    """`x` as JSON every reader can load: keys are strings, NaN and infinities null, ints past
+    2**63 (a 60,000-digit literal cannot even be printed) a short string, lone surrogates U+FFFD,
+    tuples and sets lists, anything else its (capped) str, nesting cut at MAX_DEPTH. Values a
+    candidate controls (its CONFIG, its text in a reason) reach the log; none may stop the writer."""
+    if depth > MAX_DEPTH:
+        return "[nested too deeply]"
+    if x is None or isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return x if -2 ** 63 <= x < 2 ** 63 else f"[int of {x.bit_length()} bits]"
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, str):
+        return _SURROGATE.sub("\ufffd", x) if _SURROGATE.search(x) else x
+    if isinstance(x, dict):
+        return {_key(k): jsonable(v, depth + 1) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return [jsonable(v, depth + 1) for v in x]
+    try:
+        return jsonable(str(x)[:2000], depth + 1)
+    except Exception:   # noqa: BLE001 - an object whose str() fails is still logged as something
+        return f"[{type(x).__name__}]"
+
+
+def _key(k) -> str:
+    if isinstance(k, str):
+        return jsonable(k)
+    if isinstance(k, int) and not -2 ** 63 <= k < 2 ** 63:
+        return f"[int of {k.bit_length()} bits]"
+    try:
+        return jsonable(repr(k)[:200])
+    except Exception:   # noqa: BLE001 - e.g. a tuple holding a huge int
+        return f"[{type(k).__name__}]"
+
+
 class RunLog:
     def __init__(self, path: Path, run_id: str, backend: str, synthetic: bool):
         self.path = Path(path)
@@ -212,10 +258,11 @@ class RunLog:
         rec = {"event": event, "ts": now_iso(), "run_id": self.run_id,
                "backend": self.backend, "synthetic": self.synthetic}
         rec.update(fields)
+        rec = jsonable(rec)
         bad = problems(rec)
         if bad:
             raise SchemaError("; ".join(bad))
-        line = json.dumps(rec, sort_keys=False, default=str)
+        line = json.dumps(rec, sort_keys=False, default=str, allow_nan=False)
         # One write of one full line, then fsync: a crash never leaves a half event behind
         # except a torn last line, which read_events() drops.
         with open(self.path, "a", encoding="utf-8") as f:
@@ -227,6 +274,7 @@ class RunLog:
 
 def end_run(log: RunLog, stopped: str, stop_reason: str, *, iterations_done: int,
             champion_id: str = "baseline", champion_file: str | None = "baseline.py",
+            champion_sha256: str | None = None,
             baseline_mean_ms: float | None = None, champion_mean_ms: float | None = None,
             duration_s: float = 0.0, interruptions: list | None = None,
             final_line: str | None = None) -> dict:
@@ -235,7 +283,8 @@ def end_run(log: RunLog, stopped: str, stop_reason: str, *, iterations_done: int
         raise SchemaError(f"run_end: stopped {stopped!r} is not one of {', '.join(STOPPED)}")
     return log.append("run_end", stopped=stopped, stop_reason=stop_reason,
                       iterations_done=iterations_done, champion_id=champion_id,
-                      champion_file=champion_file, baseline_mean_ms=baseline_mean_ms,
+                      champion_file=champion_file, champion_sha256=champion_sha256,
+                      baseline_mean_ms=baseline_mean_ms,
                       champion_mean_ms=champion_mean_ms,
                       speedup=decision.speedup(baseline_mean_ms, champion_mean_ms),
                       duration_s=round(duration_s, 2), interruptions=list(interruptions or []),

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKER = ROOT / "checker" / "check.py"
 # Every file the checker runs from, copied flat next to each other (a Nebius job injects them so).
 CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "contain.py",
-                   "lockdown.py", "scratch.py", "tree.py", "clock.py", "timing.py", "validate.py")
+                   "lockdown.py", "scratch.py", "tree.py", "clock.py", "identity.py", "timing.py", "validate.py")
 # what the judge imports only for --peers / --profile-kernel, staged beside it
 CHECKER_SIGHT = [ROOT / "checker" / n for n in ("sight.py", "peers.py", "kernelprofile.py", "ncu.py")]
 SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
@@ -64,11 +64,14 @@ def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path
     return files
 
 
-def side_args(files: dict) -> list[str]:
-    """The checker's candidate and champion arguments: a file, or `--<side>-torch`."""
+def side_args(files: dict, digests: dict | None = None) -> list[str]:
+    """The checker's candidate and champion arguments: a file, or `--<side>-torch`; with the
+    sha256 the contract judged (`digests`), the judge refuses any other bytes."""
     out = []
     for side in ("candidate", "champion"):
         out += [f"--{side}", str(files[side])] if side in files else [f"--{side}-torch"]
+        if side in files and (digests or {}).get(side):
+            out += [f"--{side}-sha256", str(digests[side])]
     return out
 
 
@@ -106,6 +109,7 @@ class Backend:
     name = "base"
     synthetic = False
     times_peers = False   # evaluate(..., peers=True) times the spec's peers in the same job
+    takes_digests = False   # evaluate(..., digests={side: sha256}) hands them to the judge
 
     def describe(self) -> dict:
         return {"backend": self.name, "device": self.device, "synthetic": self.synthetic}
@@ -167,15 +171,17 @@ class LocalBackend(Backend):
         self.env_extra = pycache_env()
 
     times_peers = True
+    takes_digests = True
 
     def slots(self, parallel: int) -> list[str]:
         """One worker per visible GPU, named by the CUDA_VISIBLE_DEVICES entry that pins it."""
         return visible_gpus() or ["0"]
 
-    def command(self, f: dict[str, Path], slot: str | None, peers: bool = False) -> tuple[list[str], dict]:
+    def command(self, f: dict[str, Path], slot: str | None, peers: bool = False,
+                digests: dict | None = None) -> tuple[list[str], dict]:
         """The one checker process of a job and its environment: candidate and champion are
         timed in it, on the one GPU the slot pins."""
-        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
+        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f, digests),
                "--mode", "gpu", "--backend", self.name, "--profile-kernel",
                *(["--peers"] if peers else []), *self.extra_args]
         env = dict(self.env_extra)
@@ -183,9 +189,10 @@ class LocalBackend(Backend):
             env["CUDA_VISIBLE_DEVICES"] = slot
         return cmd, env
 
-    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None,
+                 digests=None):
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
-        cmd, env = self.command(f, slot, peers)
+        cmd, env = self.command(f, slot, peers, digests)
         out = run_child(cmd, self.timeout_s, cwd=str(workdir), env_extra=env)
         res = parse_child(out, self.name, False, Path(workdir) / "checker.log")
         if slot is not None:
@@ -198,6 +205,7 @@ class SyntheticBackend(Backend):
     timing is MODELED (perfmodel.py) with deterministic noise. Labelled synthetic everywhere."""
     name = "synthetic"
     synthetic = True
+    takes_digests = True
     device = SYNTHETIC_DEVICE
     NOISE = 0.01   # relative std of modeled per-rep noise
 
@@ -219,14 +227,15 @@ class SyntheticBackend(Backend):
         n = settings.get("KERNLOOP_SYNTHETIC_WORKERS") or os.cpu_count() or 1
         return [f"cpu{i}" for i in range(max(1, min(parallel, n)))]
 
-    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None,
+                 digests=None):
         # peers: modeled runs leave them out (there is no model of torch's or Liger's kernels)
         from checker.timing import roofline, summarize, ceilings_for
         with self._lock:
             self.jobs += 1
         job = Path(workdir).name
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
-        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
+        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f, digests),
                "--mode", "interpret", "--backend", self.name, "--synthetic"]
         out = run_child(cmd, self.timeout_s, cwd=str(workdir),
                         env_extra={"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})

@@ -29,7 +29,11 @@ HOSTILE = ("side_stream_work", "forges_event_times", "caches_by_pointer_when_tim
            "shell_command", "posix_spawn", "subprocess_run", "ctypes_libc", "exits_worker",
            "illegal_memory_access", "utf7_hides_torch_mm",
            "returns_transposed_view", "spawns_symlink_named_ptxas", "spawns_cc_with_ld_preload",
-           "wrong_on_half_the_timed_reps")
+           "wrong_on_half_the_timed_reps",
+           # issue 23: the code that runs is the code judged (checker/identity.py)
+           "def_line_in_kernel_body_string", "kernel_in_decorator_keyword", "def_keyword_then_tab",
+           "form_feed_hides_the_def", "nested_def_same_name", "code_object_swapped",
+           "entry_from_module_getattr", "names_its_source_file")
 
 
 def main() -> int:

@@ -88,7 +88,8 @@ class TimedSets:
         result.setdefault("workers", {})["champion"] = side.info
         r = side.w.reply(READY_TIMEOUT_S)
         if "error" in r:
-            raise Reject("harness", f"champion failed to load: {str(r['error'])[:500]}")
+            raise Reject("harness", f"champion failed to load: {str(r['error'])[:1000]}")
+        result.setdefault("identity", {})["champion"] = r.get("identity")
         side.threads0 = __import__("contain").tasks(side.w.proc.pid)
         side.expect_ok(side.w.reply(READY_TIMEOUT_S), "harness", "raised on its first call")
 

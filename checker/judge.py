@@ -26,6 +26,7 @@ interpreter's, never a measurement; no roofline, no compiled-kernel profile).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -52,6 +53,7 @@ WORKER = os.path.join(HERE, "worker.py")
 READY_TIMEOUT_S = 600.0
 WORKER_PIDS: set[int] = set()   # every worker this judge started (the rest of its tree is strays)
 SEAM = "arbitrary-python"       # KERNLOOP_TEST_SEAM's one value (tests and bench only)
+MAX_SOURCE_BYTES = 1_000_000   # a kernel file; the contract allows far less
 
 
 def _phase(result: dict, name: str) -> None:
@@ -134,6 +136,11 @@ def arena_bytes(tensors_shapes) -> int:
 def run(args, spec: dict, result: dict, sides: dict) -> None:
     interpret = args.mode == "interpret"
     timing_on = not args.no_timing and (not interpret or args.host_clock)
+    # Each kernel file is read ONCE, here: these bytes (their hash held against the contract's
+    # verdict) are what the worker receives and compiles; no process reads the path again.
+    args.sources = {role: read_source(args, role) for role in ("candidate", "champion")
+                    if getattr(args, role) and (role == "candidate" or timing_on)}
+    result["source_sha256"] = {role: sha for role, (_, sha) in args.sources.items()}
     # Workers first: their torch import and CUDA context overlap the judge's own, and its
     # references.
     _phase(result, "spawn")
@@ -192,7 +199,7 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     timed = None
     if timing_on:   # the champion's setup is queued now and proceeds while the candidate is checked
         import ab
-        args.champion_load = load_payload(spec, args.champion, args.champion_torch, out_name)
+        args.champion_load = load_payload(spec, args, "champion", out_name)
         timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
         size += timed.nbytes
         timed.start_champion(sides["champion"])
@@ -221,10 +228,11 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     result["stage"] = "load"
     _phase(result, "load")
     cand.threads0 = contain.tasks(cand.w.proc.pid)
-    r = cand.w.call("load", load_payload(spec, args.candidate, args.candidate_torch, out_name))
+    r = cand.w.call("load", load_payload(spec, args, "candidate", out_name))
     cand.watch(r, "load")
     if "error" in r:
-        raise Reject("load", f"candidate failed to load: {str(r['error'])[:600]}")
+        raise Reject("load", f"candidate failed to load: {str(r['error'])[:1600]}")
+    result["identity"] = {"candidate": r.get("identity")}
 
     # Correctness on every shape, several fresh draws each.
     result["stage"] = "correctness"
@@ -311,7 +319,8 @@ def second_look(torch, spec, args, result, cand, timed, device, ref_dtype) -> No
                          args.min_warm_ms / 1e3, ref_fn=V.reference_callable(torch, spec),
                          make_call=lambda f: __import__("peers").event_call(
                              torch, f, xs, flush, timing.timed_call),
-                         backend="inductor" if device.type == "cuda" else "eager")
+                         backend="inductor" if device.type == "cuda" else "eager",
+                         kernel_sha256=None if args.candidate_torch else args.sources["candidate"][1])
     except Exception as e:   # noqa: BLE001 - never fails the job: the verdict above stands
         result["sight_error"] = f"{type(e).__name__}: {str(e)[:500]}"
 
@@ -360,6 +369,9 @@ def parse_args(argv=None):
                    help="the candidate is the spec's reference run in torch in the native dtype")
     p.add_argument("--champion-torch", action="store_true",
                    help="the champion is the spec's reference run in torch (baseline: torch)")
+    p.add_argument("--candidate-sha256", help="sha256 of the candidate bytes the contract judged: "
+                   "any other bytes are refused")
+    p.add_argument("--champion-sha256", help="the same for the champion")
     p.add_argument("--mode", choices=["gpu", "interpret"], default="gpu")
     p.add_argument("--peers", action="store_true",
                    help="GPU: also time the spec's peers beside the candidate (checker/peers.py)")
@@ -410,12 +422,35 @@ def parse_args(argv=None):
     return a
 
 
-def load_payload(spec: dict, path: str | None, torch_side: bool, out_dtype: str) -> dict:
-    """What a worker imports: a kernel file, or the spec's reference run by torch (a torch
-    side: `baseline: torch`, never a kernel file)."""
-    if torch_side:
+def read_source(args, role: str) -> tuple[bytes, str]:
+    """(bytes, sha256) of one side's kernel file, read once. With --<role>-sha256 (the contract's
+    verdict on the bytes it checked) other bytes are refused before any worker sees them."""
+    try:
+        with open(getattr(args, role), "rb") as f:
+            raw = f.read(MAX_SOURCE_BYTES + 1)
+    except OSError as e:
+        raise Reject("load" if role == "candidate" else "harness",
+                     f"{role} file cannot be read: {e}") from None
+    if len(raw) > MAX_SOURCE_BYTES:
+        raise Reject("load" if role == "candidate" else "harness",
+                     f"{role} file is over {MAX_SOURCE_BYTES} bytes")
+    sha = hashlib.sha256(raw).hexdigest()
+    judged = getattr(args, f"{role}_sha256", None)
+    if judged and judged.lower() != sha:
+        raise Reject("load" if role == "candidate" else "harness",
+                     f"the {role} file is not the one the contract judged (sha256 {sha[:16]} "
+                     f"read, {judged[:16]} judged)")
+    return raw, sha
+
+
+def load_payload(spec: dict, args, role: str, out_dtype: str) -> dict:
+    """What a worker loads: the judged bytes of a kernel file (never its path), or the spec's
+    reference run by torch (a torch side: `baseline: torch`, never a kernel file)."""
+    if getattr(args, f"{role}_torch", False):
         return {"torch_side": spec, "out_dtype": out_dtype}
-    return {"path": os.path.abspath(path), "entry": spec["entry"]}
+    raw, sha = args.sources[role]
+    return {"source": raw, "sha256": sha, "filename": f"<kernloop-{role}-{sha[:16]}>",
+            "entry": spec["entry"]}
 
 
 def end_of_job(result: dict, args, subreaper) -> None:

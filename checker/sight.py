@@ -41,7 +41,8 @@ def wants_profile(result: dict, always: bool, min_gain: float = 0.0) -> bool:
 def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args: list, flush, ref,
                summarize, want_peers: bool, want_profile: bool, spec_path: str,
                kernel_path: str | None, warmup: int, reps: int, min_warm_s: float,
-               ref_fn=None, make_call=None, backend: str = "inductor") -> None:
+               ref_fn=None, make_call=None, backend: str = "inductor",
+               kernel_sha256: str | None = None) -> None:
     """Add `peers` and `profile` to the result line (either may be absent). The candidate is
     reached only through `kernel_call()` (the ms of one flushed, timed call: in a judge, the
     worker's timed call) and `profile_call(gpu_ms)` (kernelprofile.profile where the kernel
@@ -65,7 +66,7 @@ def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args:
             prof = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         if os.environ.get("KERNLOOP_NCU", "auto") != "off":
             try:
-                prof["ncu"] = ncu.run_ncu(spec_path, kernel_path)
+                prof["ncu"] = ncu.run_ncu(spec_path, kernel_path, sha256=kernel_sha256)
             except ncu.NcuError as e:
                 prof["ncu"] = {"ok": False, "error": str(e)}
         result["profile"] = {"candidate": prof}

@@ -14,7 +14,6 @@ syncs the device before it replies, so the judge's clock covers all of its work.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import time
@@ -24,6 +23,7 @@ T0 = time.monotonic()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import contain  # noqa: E402  (flat sibling: this folder is what a Nebius job holds)
 import lockdown  # noqa: E402
+import identity  # noqa: E402
 
 
 def _args(argv=None):
@@ -90,6 +90,8 @@ class Worker:
                 triton.runtime.driver.active.utils  # noqa: B018 - builds/loads its helper once
             except Exception as e:   # noqa: BLE001 - reported; the kernel's own launch will fail too
                 self.containment["triton_driver_warm"] = f"failed: {e}"
+        if payload.get("torch_side") is None:
+            identity.prepare()
         self.guards = contain.guard_targets(self.torch, globals())
         if not self.args.test_seam:   # the seam: the OS layers alone against arbitrary code
             self.audit.arm()
@@ -99,18 +101,18 @@ class Worker:
                 self.fn = validate.torch_side(self.torch, payload["torch_side"],
                                               getattr(self.torch, payload["out_dtype"]))
                 return {"ok": True, **self.watched()}
-            bad = _not_utf8(payload["path"])
-            if bad:   # Python would run another program than the UTF-8 text the contract read
-                return {"error": f"kernel file refused: {bad}", **self.watched()}
-            spec = importlib.util.spec_from_file_location("kernloop_kernel", payload["path"])
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules["kernloop_kernel"] = mod
-            spec.loader.exec_module(mod)
-            self.fn = getattr(mod, payload["entry"])
-            self.module = mod
+            # The judged bytes, never a path: compiled here under a filename of their own, and
+            # refused unless every Triton function in them is, as Triton's JIT and interpreter
+            # would compile it, the def that was judged (identity.py). No call before that.
+            self.module, self.fn, checked = identity.load(
+                payload["source"], payload.get("sha256"), payload["filename"], "kernloop_kernel",
+                payload["entry"])
+        except identity.IdentityError as e:
+            return {"error": f"kernel file refused: {str(e)[:1500]}", "identity_error": True,
+                    **self.watched()}
         except BaseException as e:   # noqa: BLE001 - SystemExit from kernel code included
             return {"error": f"{type(e).__name__}: {str(e)[:500]}", **self.watched()}
-        return {"ok": True, **self.watched()}
+        return {"ok": True, "identity": checked, **self.watched()}
 
     def _views(self, descs):
         return [self.channel.view(self.torch, self.base, d) for d in descs]
@@ -177,24 +179,6 @@ class Worker:
             del junk
         except RuntimeError:
             pass
-
-
-def _not_utf8(path: str) -> str | None:
-    """Why the file is not plain UTF-8 Python (a coding declaration naming another codec, bytes
-    that are not UTF-8), or None. The import below decodes by the declaration (PEP 263), and so
-    do Triton's inspect.getsource and ncu's child: all of them must read the text checked."""
-    import codecs
-    import io
-    import tokenize
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        enc, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-        raw.decode("utf-8")
-    except (SyntaxError, UnicodeDecodeError) as e:
-        return f"not UTF-8 text ({e})"
-    name = codecs.lookup(enc).name
-    return None if name in ("utf-8", "utf-8-sig") else f"coding declaration '{enc}' (kernel files are UTF-8)"
 
 
 def lock_early(args, containment: dict) -> None:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import ast
 import codecs
+import hashlib
 import io
 import tokenize
 
-from contract.walk import Walker, config_literal
+from contract import config as contract_config
+from contract import texts as contract_text
+from contract.walk import Walker
 
 # ======================================================================= the allow-list
 # key -> (where, what it is for, allowed names). The one place the contract lives: the checker
@@ -134,13 +137,29 @@ LABELS = {"Lambda": "lambda", "ListComp": "list comprehension", "SetComp": "set 
 
 
 # ======================================================================= CONFIG and the check
-def read_config(code: str) -> dict | None:
-    """The module-level CONFIG literal of a kernel file, or None."""
+def read_config(code) -> dict | None:
+    """The module-level CONFIG literal of a kernel file when it keeps contract_config's rules
+    (identifier keys, bounded constant values), else None. Never raises."""
     try:
-        cfg = config_literal(ast.parse(code))
-    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        text = code.decode("utf-8-sig") if isinstance(code, bytes) else code
+        return contract_config.read(ast.parse(text))
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError, UnicodeError):
         return None
-    return cfg if isinstance(cfg, dict) else None
+
+
+def judged_bytes(code: str) -> tuple[bytes, str | None]:
+    """The bytes a proposal's text is judged, written and run as (UTF-8), and why they cannot be
+    judged (text that has no UTF-8 form: lone surrogates), or None."""
+    try:
+        return code.encode("utf-8"), None
+    except UnicodeEncodeError as e:
+        return code.encode("utf-8", "backslashreplace"), \
+            f"the file is not valid UTF-8 text ({e.reason} at character {e.start})"
+
+
+def digest(raw: bytes) -> str:
+    """The sha256 that names judged bytes in the log and on the judge's command line."""
+    return hashlib.sha256(raw).hexdigest()
 
 
 def source_encoding(code: str) -> str | None:
@@ -163,18 +182,35 @@ def source_encoding(code: str) -> str | None:
     return None
 
 
-def check(code: str, spec) -> list[str]:
-    """Reasons `code` breaks the contract for `spec` (entry name and inputs), in source order."""
+def check(code, spec) -> list[str]:
+    """Reasons `code` (the bytes that will run, or their text) breaks the contract for `spec`
+    (entry name and inputs), in source order. Never raises: a failure of the contract itself is
+    a reason too, so the file is rejected, never run."""
+    try:
+        return _check(code, spec)
+    except (RecursionError, MemoryError) as e:   # fails closed: never an exception in the loop
+        return [f"the file is nested too deeply to be judged ({type(e).__name__}): split long expressions"]
+    except Exception as e:   # noqa: BLE001 - the contract's own failure rejects the file
+        return [f"the contract could not judge this file ({type(e).__name__}: {str(e)[:200]}): rejected"]
+
+
+def _check(code, spec) -> list[str]:
+    if isinstance(code, (bytes, bytearray)):
+        try:
+            code = bytes(code).decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            return [f"the file is not valid UTF-8 text ({e.reason} at byte {e.start})"]
     bad = source_encoding(code)
     if bad:
         return [bad]
+    bad = contract_text.file_problems(code)
+    if bad:
+        return bad
     try:
         tree = ast.parse(code)
-        return Walker(tree, spec, TABLE, WHY, LABELS).run()
     except SyntaxError as e:
         return [f"syntax error at line {e.lineno}: {e.msg}"]
-    except (RecursionError, MemoryError) as e:   # fails closed: never an exception in the loop
-        return [f"the file is nested too deeply to be judged ({type(e).__name__}): split long expressions"]
+    return Walker(tree, spec, TABLE, WHY, LABELS, code).run()
 
 
 # ======================================================================= wording
@@ -188,7 +224,7 @@ def markdown() -> str:
 
 def prompt_text(spec=None) -> str:
     """What the model is told about the contract: what it may change and the whole allow-list.
-    Numbered 3-5: the prompt puts its two answer-format rules (one file, the NOTE line) first."""
+    Numbered 3-6: the prompt puts its two answer-format rules (one file, the NOTE line) first."""
     entry = (f"`{spec.entry}({', '.join(spec.input_names)})`" if spec is not None
              else "the entry function")
     lines = [
@@ -207,4 +243,10 @@ def prompt_text(spec=None) -> str:
                  "state, no @triton.autotune (CONFIG is the config), no inline asm or printing "
                  "in kernels. A tensor in the launcher is only described, viewed, allocated "
                  "like, or passed to a kernel launch, a TensorDescriptor or a launcher function.")
+    lines.append("6. Names keep their meaning: nothing may rebind a Python builtin, tl, triton, "
+                 "torch, math or CONFIG (no local named sum or max, no function named dict), and "
+                 "no dunder names. CONFIG keys are identifiers, its values numbers, bools, short "
+                 "strings, None or short tuples of those. Kernel files use LF line breaks only; "
+                 "no string inside a @triton.jit function may hold a line starting with 'def'; "
+                 "decorator keywords take literal lists of parameter names or True/False.")
     return "\n".join(lines)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loop.iteration import evaluate_judged
 from standing import briefing
 from standing.diagnosis import of_result
 
@@ -16,10 +17,13 @@ def final_job(st, spec, backend, run_dir: Path, log, stopped: str) -> dict | Non
             or stopped in ("interrupted", "baseline_failed"):
         return None
     path = run_dir / st.champion_file
-    res = backend.evaluate(spec, path, path, run_dir / "jobs" / "final",
-                           configs={"candidate": st.champion_config, "champion": st.champion_config},
-                           peers=True)
-    log.append("final", candidate_id=st.champion_id, candidate_file=st.champion_file, result=res,
+    sha = getattr(st, "champion_sha256", None)
+    res = evaluate_judged(backend, spec, path, path, run_dir / "jobs" / "final",
+                          {"candidate": sha, "champion": sha},
+                          configs={"candidate": st.champion_config, "champion": st.champion_config},
+                          peers=True)
+    log.append("final", candidate_id=st.champion_id, candidate_file=st.champion_file,
+               candidate_sha256=sha, result=res,
                diagnosis=of_result(res, "candidate", st.cost) if res.get("ok") else None)
     return res
 

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import decision
 from backends.local import failed_result
+from loop.iteration import evaluate_judged
 from propose.proposer import Proposal
 
 INTERRUPT_GRACE_S = 60.0   # on Ctrl-C: how long jobs in flight get to stop (Nebius: cancel)
@@ -59,6 +60,7 @@ class Job:
     slot: str
     started_s: float
     retime: bool = False
+    champion_sha256: str | None = None   # the bytes the contract judged for that champion
 
 
 class Flight:
@@ -153,6 +155,7 @@ class Hooks:
     decided: Callable[[], int]                         # iterations decided so far
     champion: Callable[[], tuple[str, str | None]]     # (champion id, file in run_dir or None: torch)
     say: Callable[[str], None]
+    champion_sha256: Callable[[], str | None] = lambda: None   # the champion's judged bytes
 
 
 def _propose(proposer, ctx) -> Proposal:
@@ -181,11 +184,15 @@ def _evaluate(backend, spec, job: Job, run_dir: Path) -> list[dict]:
     """Run one job; a crash of the worker becomes a failed result for each of its candidates."""
     champ = run_dir / job.champion_file if job.champion_file else None
     workdir = run_dir / "jobs" / job.id
+    judged = [{"candidate": c.ev.get("candidate_sha256"), "champion": job.champion_sha256}
+              for c in job.cands]
     try:
         if len(job.cands) == 1:
-            return [backend.evaluate(spec, job.cands[0].path, champ, workdir, slot=job.slot)]
-        return backend.evaluate_batch(spec, [(c.cid, c.path) for c in job.cands], champ,
-                                      workdir, slot=job.slot)
+            return [evaluate_judged(backend, spec, job.cands[0].path, champ, workdir, judged[0],
+                                    slot=job.slot)]
+        results = backend.evaluate_batch(spec, [(c.cid, c.path) for c in job.cands], champ,
+                                         workdir, slot=job.slot)
+        return [decision.same_bytes(r, j) for r, j in zip(results, judged)] + results[len(judged):]
     except Exception as e:   # noqa: BLE001 - one job's crash must not take the loop down
         return [failed_result(backend.name, backend.synthetic, "backend",
                               f"evaluation worker crashed in job {job.id}: {type(e).__name__}: {e}",
@@ -232,6 +239,8 @@ class Driver:
                 while True:
                     cid, cfile = h.champion()
                     job = fl.next_job(h.decided(), self.budget, cid, cfile, self.now())
+                    if job is not None:
+                        job.champion_sha256 = h.champion_sha256() if cfile else None
                     if job is None:
                         break
                     futures[evals.submit(_evaluate, self.backend, self.spec, job,
@@ -393,7 +402,8 @@ def run_many(st, proposer, inline: bool, backend, spec, run_dir: Path, parallel:
                   stop=lambda: (stop() or (None, None))[1],   # the reason in words, or None
                   decided=lambda: len(st.seen),
                   champion=lambda: (st.champion_id, None if getattr(st, "champion_is_torch", False)
-                                    else st.champion_file), say=say)
+                                    else st.champion_file), say=say,
+                  champion_sha256=lambda: getattr(st, "champion_sha256", None))
     Driver(Flight(parallel, batch, slots, missing, next_n), hooks, proposer, inline, backend,
            spec, run_dir, budget, min_gain, sigma).run()
 
