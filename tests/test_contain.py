@@ -186,19 +186,19 @@ def _plant_pyc(job: Job, code: str) -> None:
 ZEROS = BASE.replace("    return c\n", "    return c.zero_()\n")
 
 
-@pytest.mark.parametrize("layers,ok", [("all", True), ("landlock,seccomp,own_cache", False)])
-def test_planted_bytecode_in_the_job_folder_is_never_loaded(tmp_path, layers, ok):
-    """With the no_bytecode layer the worker runs the source the judge was given; without it,
-    the control, Python loads the planted zeros kernel and correctness fails."""
+@pytest.mark.parametrize("layers", ["all", "landlock,seccomp,own_cache"])
+def test_planted_bytecode_in_the_job_folder_is_never_loaded(tmp_path, layers):
+    """The worker compiles the judged bytes it was sent (identity.py), never a file or its
+    cached bytecode: a planted zeros kernel beside candidate.py is ignored with the no_bytecode
+    layer and without it (before the identity layer, the second case loaded it and failed
+    correctness)."""
     assert ZEROS != BASE
     job = Job(tmp_path)
     job.start(["--no-timing", "--layers", layers])
     job.stage(BASE)
     _plant_pyc(job, ZEROS)
     res = job.finish()
-    assert res["ok"] is ok, res["error"]
-    if not ok:
-        assert res["stage"] == "correctness", res["error"]
+    assert res["ok"] is True, res["error"]
 
 
 def test_a_layer_the_os_refuses_fails_closed_on_the_cpu_and_is_reported_best_effort(tmp_path):
