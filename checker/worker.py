@@ -186,15 +186,16 @@ def lock_early(args, containment: dict) -> None:
     layers = lockdown.parse_layers(args.layers)
     if args.scratch:
         os.chdir(args.scratch)
-    if not _landlock_late():
+    if not _landlock_late(args):
         apply_landlock(args, layers, containment)
 
 
-def _landlock_late() -> bool:
-    """KERNLOOP_CONTAIN_FALLBACK=late: Landlock once the arena is mapped (should the GPU's IPC
-    need what the domain denies; without Landlock ABI 8's TSYNC it then binds this thread and
-    what it starts later, not threads CUDA started before)."""
-    return "late" in os.environ.get("KERNLOOP_CONTAIN_FALLBACK", "").split(",")
+def _landlock_late(args) -> bool:
+    """On the GPU, or with KERNLOOP_CONTAIN_FALLBACK=late: Landlock once the CUDA context and the
+    arena are up. Applied before torch, the domain makes CUDA's initialisation fail on the H200
+    (cudaGetDeviceCount: error 304, results/session5 call 2). Without Landlock ABI 8's TSYNC it
+    then binds this thread and what it starts later, not the threads CUDA started before."""
+    return not args.interpret or "late" in os.environ.get("KERNLOOP_CONTAIN_FALLBACK", "").split(",")
 
 
 def apply_landlock(args, layers: set, containment: dict) -> None:
@@ -206,7 +207,7 @@ def apply_landlock(args, layers: set, containment: dict) -> None:
         containment["landlock"] = held
         if "proc" in layers:
             containment["proc"] = held
-        containment["landlock_applied"] = "late: after the arena, this thread" if _landlock_late() \
+        containment["landlock_applied"] = "late: after the arena, this thread" if _landlock_late(args) \
             else "early: before torch, every thread"
     for k in ("landlock", "proc"):
         containment.setdefault(k, "off")
@@ -217,7 +218,7 @@ def lock_late(args, containment: dict) -> None:
     """Once the arena is mapped: another user id, no capabilities, the system-call filter, no
     bytecode from here on, and the Triton cache checked to be its own."""
     layers = lockdown.parse_layers(args.layers)
-    if _landlock_late():
+    if _landlock_late(args):
         apply_landlock(args, layers, containment)
     cost = containment.setdefault("cost_s", {})
     t0 = time.monotonic()
