@@ -224,7 +224,7 @@ def main(argv=None) -> int:
     out = {"argv": sys.argv if argv is None else argv, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
            "dry": a.dry, "torch": b.torch.__version__, "triton": triton.__version__,
            "device": "cpu (interpreter)" if a.dry else b.torch.cuda.get_device_name(0),
-           "liger": b.peers.liger_namespace() is not None, "peers": {}}
+           "liger": b.peers.liger_namespace()[0] is not None, "peers": {}}
 
     def save():
         out["wall_s"] = time.monotonic() - t0
