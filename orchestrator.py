@@ -17,25 +17,25 @@ import sys
 import time
 from pathlib import Path
 
-import briefing
+from standing import briefing
 import contract
 import decision
-import interrupts
+from loop import interrupts
 import research
-import resume
+from loop import resume
 import settings
-from backends import BackendError
-from diagnosis import compulsory_bytes, of_result
-from factories import ProposerError, make_backend, make_proposer
-from finaljob import final_job, final_summary
-from iteration import (LLM_FAILURE_KINDS, candidate_event, proposal_context,  # noqa: F401 (tests, bench)
+from backends.local import BackendError
+from standing.diagnosis import compulsory_bytes, of_result
+from loop.factories import ProposerError, make_backend, make_proposer
+from loop.finaljob import final_job, final_summary
+from loop.iteration import (LLM_FAILURE_KINDS, candidate_event, proposal_context,  # noqa: F401 (tests, bench)
                        run_iteration)
-from proposer import ProposalContext
-from runfolder import RunFolderError, check_baseline, start_run
+from propose.proposer import ProposalContext
+from loop.runfolder import RunFolderError, check_baseline, start_run
 from spec import SpecError, load_spec
-from terminal import baseline_line, status_line
+from loop.terminal import baseline_line, status_line
 from trajectory import RunLog, end_run
-from tuner import Tuner
+from propose.tuner import Tuner
 
 REJECTIONS_KEPT = 8   # recent failures shown to the proposer
 
@@ -384,7 +384,7 @@ def loop(args) -> int:
         render_page(run_dir)
 
     if many:   # up to `parallel` candidates in flight, `batch` per job; ends on a stop rule
-        import scheduler
+        from loop import scheduler
         scheduler.run_many(st, proposer, isinstance(proposer, Tuner), backend, spec, run_dir,
                            parallel, batch, budget, min_gain, sigma, record, stop, say,
                            lambda n: proposal_context(n, st, spec, run_dir),
@@ -423,8 +423,8 @@ def loop(args) -> int:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in ("new", "check"):   # subcommands; `--spec S` is the loop
-        import checkcmd
-        import onramp
+        from onramp import checkcmd
+        from onramp import new as onramp
         return (onramp.main if argv[0] == "new" else checkcmd.main)(argv[1:])
     args = parse_args(argv)
     interrupts.install()

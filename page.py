@@ -29,9 +29,9 @@ import jinja2
 from markupsafe import escape
 
 import settings
-from cardview import VERDICT_HELP, VERDICTS, RunFiles
-from htmlfmt import as_text, fmt_bool, fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, fmt_ts
-from pageview import LEVELS, LOG_NAME, REFRESH_S, SIZE_BUDGET, build_view
+from view.cardview import VERDICT_HELP, VERDICTS, RunFiles
+from view.htmlfmt import as_text, fmt_bool, fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, fmt_ts
+from view.pageview import LEVELS, LOG_NAME, REFRESH_S, SIZE_BUDGET, build_view
 from trajectory import read_events
 
 HERE = Path(__file__).resolve().parent

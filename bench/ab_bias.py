@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
-from backends import LocalBackend  # noqa: E402
+from backends.local import LocalBackend  # noqa: E402
 from bench.judge_validation import decisions  # noqa: E402
 from spec import load_spec  # noqa: E402
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
 import orchestrator  # noqa: E402
-from backends import LocalBackend  # noqa: E402
+from backends.local import LocalBackend  # noqa: E402
 from spec import load_spec  # noqa: E402
 from tests.hostile_cases import CASES, FAULTS, expected_in  # noqa: E402
 from tests.scripted_proposer import Scripted  # noqa: E402

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import orchestrator
-from backends import SyntheticBackend, parse_child
-from sandbox import run_child, stripped_env
+from backends.local import SyntheticBackend, parse_child
+from backends.sandbox import run_child, stripped_env
 from spec import load_spec
 from tests.hostile_cases import CASES, FAULTS, expected_in
 from tests.scripted_proposer import Scripted

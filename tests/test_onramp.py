@@ -243,7 +243,7 @@ def test_check_against_a_file_baseline(tmp_path):
 
 def test_a_torch_side_reaches_a_nebius_job_as_a_flag(tmp_path):
     """The job's entry passes --champion-torch when no champion file was injected."""
-    from backends import stage_job
+    from backends.local import stage_job
     from nebius_jobs import write_entry
     spec = load_spec(ROOT / "specs" / "softmax.yaml")
     files = stage_job(spec, spec.baseline, None, tmp_path)
@@ -318,9 +318,9 @@ def test_the_judge_times_torch_compile_of_a_reference_file(kb_specs, tmp_path):
     it on the timed inputs and times it beside the kernels (on the H200 it used to be skipped with
     `No module named 'kernloop_reference'`: the file's module was not importable; see
     tests/test_peers.py). Numbers: the host clock's, no measurement."""
-    from backends import stage_job
+    from backends.local import stage_job
     from checker.peers import COMPILE_LABEL
-    from resultline import parse_result_line
+    from backends.resultline import parse_result_line
     f = stage_job(kb_specs["softmax_wide"], None, None, tmp_path)
     p = subprocess.run([sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate-torch",
                         "--champion-torch", "--mode", "interpret", "--host-clock", "--peers", "--draws", "1",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import orchestrator
-import terminal
-from backends import SyntheticBackend
+from loop import terminal
+from backends.local import SyntheticBackend
 from spec import load_spec
 from tests.scripted_proposer import Scripted
 from trajectory import read_events

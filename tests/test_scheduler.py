@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import orchestrator
-import scheduler
-from backends import Backend, SYNTHETIC_DEVICE
+from loop import scheduler
+from backends.local import Backend, SYNTHETIC_DEVICE
 from spec import load_spec
 from tests.scripted_proposer import Scripted
-from tuner import replace_config
+from propose.tuner import replace_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "specs" / "matmul.yaml")

@@ -42,9 +42,13 @@ def test_typed_values_defaults_and_none():
         settings.get("KERNLOOP_NO_SUCH_THING", {})
 
 
+def _packages():
+    return sorted(p.parent for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("checker", "bench", "tests"))
+
+
 def _code_files():
-    return [*ROOT.glob("*.py"), *(ROOT / "checker").glob("*.py"), *(ROOT / "tests").glob("*.py"),
-            ROOT / ".ci" / "run"]
+    return [*ROOT.glob("*.py"), *[f for d in _packages() for f in d.glob("*.py")], *(ROOT / "checker").glob("*.py"),
+            *(ROOT / "tests").glob("*.py"), ROOT / ".ci" / "run"]
 
 
 def test_every_variable_the_code_names_is_declared_and_every_declared_one_is_used():
@@ -64,7 +68,7 @@ def test_every_variable_the_code_names_is_declared_and_every_declared_one_is_use
 
 def test_no_module_parses_the_environment_itself():
     """Only settings.py turns variables into values; others may pass os.environ along."""
-    for f in [*ROOT.glob("*.py")]:
+    for f in [*ROOT.glob("*.py"), *[f for d in _packages() for f in d.glob("*.py")]]:
         if f.name == "settings.py":
             continue
         for m in re.finditer(r"os\.environ(?:\.get)?\(?\[?\"((?:KERNLOOP|TAVILY|NVIDIA)_\w+)", f.read_text()):

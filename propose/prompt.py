@@ -5,9 +5,9 @@ import json
 import math
 from typing import Any, Mapping
 
-import briefing
+from standing import briefing
 import contract
-from proposer import ProposalContext
+from propose.proposer import ProposalContext
 
 CHARS_PER_TOKEN = 3.5            # rough: code and English average 3.5-4 chars a token
 MAX_REJECTIONS = 8               # history bound before the token budget even applies

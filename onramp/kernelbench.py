@@ -6,7 +6,7 @@ import copy
 import math
 from pathlib import Path
 
-from onramp import ELEM_BYTES, Draft, OnrampError
+from onramp.draft import ELEM_BYTES, Draft, OnrampError
 
 DTYPE_NAMES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16",
                "torch.int64": "int64", "torch.int32": "int32"}

@@ -30,7 +30,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from resultline import strip_ansi
+from backends.resultline import strip_ansi
 
 FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "ERROR")
 # nebius.ai.v1.JobStatus.State numbers, in case a JSON printer ever emits the enum as an int.

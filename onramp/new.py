@@ -12,17 +12,16 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 import contract
+from onramp.draft import ELEM_BYTES, Draft, OnrampError
 from spec import SpecError, load_spec
 
 DTYPE_ALIASES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
                  "half": "float16", "fp32": "float32", "float32": "float32", "float": "float32"}
-ELEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "int64": 8, "int32": 4}
 # rel-L2 a correct kernel stays under: bf16/fp16 rounding of the output, and for fp32 a Triton
 # tl.dot in TF32 (its default on the GPU, 10-bit mantissa).
 TOLERANCE = {"bfloat16": 0.01, "float16": 0.005, "float32": 0.002}
@@ -31,27 +30,6 @@ EXTRA_SYMBOLS = ["K", "L", "P", "Q", "R", "S", "T"]    # --extra sizes matching 
 PROBES = ([5, 7, 11, 13, 17, 19, 3, 2], [23, 29, 31, 37, 41, 43, 47, 53])   # distinct per symbol
 CHECK_ELEMENTS = 20_000      # largest input of an interpreter check shape (CPU seconds)
 CHECK_VALUES = [37, 29, 45, 11, 5, 3, 3, 3]
-
-
-class OnrampError(Exception):
-    """A bad argument or source for `new`; the CLI prints it as one error line (exit 2)."""
-
-
-@dataclass
-class Draft:
-    """A spec before it is written: what the function or problem file says, in spec terms."""
-    name: str
-    entry: str
-    dtype: str
-    symbols: dict               # symbol -> timed size, in order of first use
-    inputs: list                # spec input entries (shapes in symbols)
-    reference: str              # an expression, or "file.py:fn" relative to the spec
-    reference_source: str | None = None   # that file's text (for probing; written if `write_file`)
-    reference_fn: str | None = None
-    write_file: str | None = None          # file name to write next to the spec (its text: reference_source)
-    compare: dict = field(default_factory=dict)
-    description: str = ""
-    notes: list = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- parsing arguments
@@ -455,7 +433,7 @@ def main(argv) -> int:
         else:
             if args.shape or args.extra:
                 raise OnrampError("--shape/--extra are for --from (a KernelBench file has its own shapes)")
-            import kernelbench
+            from onramp import kernelbench
             d = kernelbench.draft(args.name, Path(args.from_kernelbench), dtype, args.dist)
         path = write(d, spec_dir, Path(args.baseline) if args.baseline else None, args.force, command)
     except (OnrampError, SpecError) as e:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import contract
 import decision
-from backends import Backend
-from proposer import Proposal, ProposalContext
+from backends.local import Backend
+from propose.proposer import Proposal, ProposalContext
 from spec import Spec
 
 # Proposal failures that are the endpoint's, not the candidate's: verdict failed, never a

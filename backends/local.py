@@ -14,13 +14,13 @@ import sys
 import threading
 from pathlib import Path
 
-import perfmodel
+from backends import perfmodel
 import settings
 from contract import read_config
-from resultline import ResultLineError, parse_result_line, validate_result
-from sandbox import run_child
+from backends.resultline import ResultLineError, parse_result_line, validate_result
+from backends.sandbox import run_child
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
 CHECKER = ROOT / "checker" / "check.py"
 # Every file the checker runs from, copied flat next to each other (a Nebius job injects them so).
 CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "contain.py",

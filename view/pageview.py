@@ -5,11 +5,11 @@ import datetime as _dt
 import shlex
 from pathlib import Path
 
-import chart
-from briefing import NO_PEERS_SYNTHETIC
-from cardview import (VERDICTS, RunFiles, build_iteration, build_research, diagnosis_texts, profile_texts,
+from standing.briefing import NO_PEERS_SYNTHETIC
+from view import chart
+from view.cardview import (VERDICTS, RunFiles, build_iteration, build_research, diagnosis_texts, profile_texts,
                       rel_rows, roof_headline, roof_rows, stats_rows, verdict_of)
-from htmlfmt import as_dict, as_int, as_list, as_text, clip, finite, fmt_duration, fmt_frac_pct, fmt_clock, fmt_num, fmt_ts, num, parse_ts, shape_label
+from view.htmlfmt import as_dict, as_int, as_list, as_text, clip, finite, fmt_duration, fmt_frac_pct, fmt_clock, fmt_num, fmt_ts, num, parse_ts, shape_label
 from trajectory import read_events
 
 LOG_NAME = "run.jsonl"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from htmlfmt import clip, fmt_ms, fmt_num, fmt_speedup
+from view.htmlfmt import clip, fmt_ms, fmt_num, fmt_speedup
 
 def nice_step(span: float, target: int) -> float:
     raw = span / max(target, 1)

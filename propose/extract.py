@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 import re
 
-from prompt import NOTE_CHARS, clip
+from propose.prompt import NOTE_CHARS, clip
 
 _OPEN_FENCE = re.compile(r"^[ \t]{0,3}(`{3,})[ \t]*([A-Za-z0-9_+.-]*)[^`]*$")
 _CLOSE_FENCE = re.compile(r"^[ \t]{0,3}(`{3,})[ \t]*$")

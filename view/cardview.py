@@ -5,8 +5,8 @@ import math
 from pathlib import Path
 from urllib.parse import quote
 
-from diagnosis import ceiling_kinds, roof_pcts
-from htmlfmt import (as_dict, as_int, as_list, as_text, clip, diff_rows, dom_id, finite, fmt_bool, fmt_clock,
+from standing.diagnosis import ceiling_kinds, roof_pcts
+from view.htmlfmt import (as_dict, as_int, as_list, as_text, clip, diff_rows, dom_id, finite, fmt_bool, fmt_clock,
                      fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, num, render_diff, safe_href)
 
 MAX_FILE_BYTES = 4_000_000
@@ -210,7 +210,7 @@ def diagnosis_texts(findings) -> list[str]:
 
 def profile_texts(result) -> list[str]:
     """The candidate's compiled-kernel profile and launch cost in words (briefing.profile_lines)."""
-    import briefing
+    from standing import briefing
     prof = as_dict(as_dict(as_dict(result).get("profile")).get("candidate"))
     try:
         return [clip(t, 400)[0] for t in briefing.profile_lines(prof)] if prof else []

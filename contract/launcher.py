@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 
-from contract_ast import LAUNCHER_NODES, dotted
-from contract_ast import src as _src
+from contract.nodes import LAUNCHER_NODES, dotted
+from contract.nodes import src as _src
 
 
 TEN, DESC, KERN, GRID, CONF, SCAL, FUNC, BUILTIN, MOD, META = (

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import ast
 
-from contract_ast import JIT_NODES, dotted
-from contract_ast import src as _src
-from contract_launcher import TRITON_OPTIONS, Launchers
+from contract.nodes import JIT_NODES, dotted
+from contract.nodes import src as _src
+from contract.launcher import TRITON_OPTIONS, Launchers
 
 
 def config_literal(tree: ast.Module):

@@ -13,12 +13,12 @@ import json
 import shutil
 from pathlib import Path
 
-from backends import CHECKER_SIGHT, stage_job
-from resultline import ResultLineError, parse_result_line
+from backends.local import CHECKER_SIGHT, stage_job
+from backends.resultline import ResultLineError, parse_result_line
 
 
 BATCH_MARKER = "KERNLOOP_BATCH "
-BATCH_ENTRY = Path(__file__).resolve().parent / "checker" / "nebius_batch_entry.py"
+BATCH_ENTRY = Path(__file__).resolve().parent.parent / "checker" / "nebius_batch_entry.py"
 
 
 def stage_batch(spec, candidates: list[tuple[str, Path]], champion: Path | None, workdir: Path,

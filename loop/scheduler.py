@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import decision
-from backends import failed_result
-from proposer import Proposal
+from backends.local import failed_result
+from propose.proposer import Proposal
 
 INTERRUPT_GRACE_S = 60.0   # on Ctrl-C: how long jobs in flight get to stop (Nebius: cancel)
 

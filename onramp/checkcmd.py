@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 import contract
-from onramp import OneLineParser
+from onramp.new import OneLineParser
 from spec import SpecError, load_spec
 
 
@@ -91,8 +91,8 @@ def run_check(spec_path: str, kernel: str, backend_name: str) -> tuple[dict, lis
                "error": f"{len(reasons)} contract violation(s)", "synthetic": False}
         line = summary(spec, k, res, reasons)
         return line, table(spec, res, line)
-    from backends import BackendError
-    from factories import make_backend
+    from backends.local import BackendError
+    from loop.factories import make_backend
     try:
         backend, why = make_backend(backend_name)
     except (BackendError, ValueError) as e:   # no GPU for local, a bad Nebius setting

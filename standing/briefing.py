@@ -7,7 +7,7 @@ no peer, profile or counter exists, and the text says so.
 """
 from __future__ import annotations
 
-from diagnosis import ceiling_kinds, sig
+from standing.diagnosis import ceiling_kinds, sig
 
 NO_PEERS_SYNTHETIC = "peers are not timed on the synthetic backend"
 MODELED = ("MODELED: this run is synthetic (the Triton interpreter on the CPU checks correctness, "
@@ -163,7 +163,7 @@ def standing(result: dict | None, side: str = "candidate", cost: dict | None = N
     the `side` kernel's stats, roofline and profile (with ncu's counters when they came), the
     diagnosis of them (`cost`: compulsory read/write bytes, diagnosis.compulsory_bytes), and the
     peers of this job or, when it timed none, `peers_block` (the last job that did)."""
-    from diagnosis import of_result
+    from standing.diagnosis import of_result
     r = result or {}
     pb = r.get("peers") or peers_block or {}
     return {"device": r.get("device"), "ceilings": r.get("ceilings"), "champion": r.get(side),

@@ -1,10 +1,10 @@
 """Factories of the loop's parts chosen on the command line: the backend and the proposer."""
 from __future__ import annotations
 
-from backends import Backend, BackendError, LocalBackend, SyntheticBackend, cuda_visible
+from backends.local import Backend, BackendError, LocalBackend, SyntheticBackend, cuda_visible
 from nebius_jobs import NebiusBackend
-import torchstart
-from tuner import Tuner
+from propose import torchstart
+from propose.tuner import Tuner
 
 
 class ProposerError(Exception):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import briefing
-from diagnosis import of_result
+from standing import briefing
+from standing.diagnosis import of_result
 
 
 def final_job(st, spec, backend, run_dir: Path, log, stopped: str) -> dict | None:

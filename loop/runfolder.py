@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import contract
-import torchstart
+from propose import torchstart
 
 
 class RunFolderError(Exception):

@@ -28,7 +28,7 @@ import random
 import re
 
 from contract import read_config
-from proposer import Proposal, ProposalContext
+from propose.proposer import Proposal, ProposalContext
 
 JUMP_PROB = 0.15
 INITIAL_SAMPLES = 4   # of ~15-30 candidates per run: enough to land near a good basin

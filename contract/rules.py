@@ -12,7 +12,7 @@ import codecs
 import io
 import tokenize
 
-from contract_walk import Walker, config_literal
+from contract.walk import Walker, config_literal
 
 # ======================================================================= the allow-list
 # key -> (where, what it is for, allowed names). The one place the contract lives: the checker
