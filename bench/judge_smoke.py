@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 from backends.local import LocalBackend  # noqa: E402
 from spec import load_spec  # noqa: E402
@@ -77,7 +78,7 @@ def main() -> int:
     print("wall_probe_ms:", json.dumps(rows[1]["wall_probe_ms"]))
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps({"argv": sys.argv, "rows": rows}, indent=1))
+        record.write(a.out, {"argv": sys.argv, "rows": rows})
     return 1 if bad else 0
 
 

@@ -320,7 +320,9 @@ def second_look(torch, spec, args, result, cand, timed, device, ref_dtype) -> No
                          make_call=lambda f: __import__("peers").event_call(
                              torch, f, xs, flush, timing.timed_call),
                          backend="inductor" if device.type == "cuda" else "eager",
-                         kernel_sha256=None if args.candidate_torch else args.sources["candidate"][1])
+                         kernel_sha256=None if args.candidate_torch else args.sources["candidate"][1],
+                         # the host clock (interpret mode) measures nothing: no spread rule there
+                         spread_floor=None if device.type == "cuda" else float("inf"))
     except Exception as e:   # noqa: BLE001 - never fails the job: the verdict above stands
         result["sight_error"] = f"{type(e).__name__}: {str(e)[:500]}"
 

@@ -42,19 +42,22 @@ def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args:
                summarize, want_peers: bool, want_profile: bool, spec_path: str,
                kernel_path: str | None, warmup: int, reps: int, min_warm_s: float,
                ref_fn=None, make_call=None, backend: str = "inductor",
-               kernel_sha256: str | None = None) -> None:
+               kernel_sha256: str | None = None,
+               spread_floor: float | None = None) -> None:
     """Add `peers` and `profile` to the result line (either may be absent). The candidate is
     reached only through `kernel_call()` (the ms of one flushed, timed call: in a judge, the
     worker's timed call) and `profile_call(gpu_ms)` (kernelprofile.profile where the kernel
     lives: in a judge, a worker request); the peers run here on `args`, flushed by `flush`
-    (`make_call(peer_fn)`: its timed call, CUDA events by default)."""
+    (`make_call(peer_fn)`: its timed call, CUDA events by default; `spread_floor`: the spread
+    a peer may always have, peers.SPREAD_FLOOR by default)."""
     make_call = make_call or (lambda f: peers_mod.event_call(torch, f, args, flush, timed_call))
     if want_peers:
         t0 = time.monotonic()
         try:
             result["peers"] = peers_mod.peers_block(
                 torch, spec, args, ref, {"candidate": kernel_call}, make_call, summarize,
-                warmup, reps, min_warm_s, backend=backend, ref_fn=ref_fn)
+                warmup, reps, min_warm_s, backend=backend, ref_fn=ref_fn,
+                spread_floor=peers_mod.SPREAD_FLOOR if spread_floor is None else spread_floor)
         except Exception as e:   # noqa: BLE001 - the candidate's own failure was caught before
             result["peers"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         result["peers"]["cost_s"] = time.monotonic() - t0

@@ -82,10 +82,33 @@ def reference_callable(torch, spec: dict):
         return lambda *xs: eval(code, glb, dict(zip(names, xs)))
     key = spec["reference_source"], spec["reference_fn"]
     if key not in _REFERENCE_FNS:
-        ns = {"__name__": "kernloop_reference"}
-        exec(compile(spec["reference_source"], spec["reference"].split(":")[0], "exec"), ns)
-        _REFERENCE_FNS[key] = ns[spec["reference_fn"]]
+        mod = reference_module(spec["reference_source"], spec["reference"].split(":")[0])
+        _REFERENCE_FNS[key] = getattr(mod, spec["reference_fn"])
     return _REFERENCE_FNS[key]
+
+
+def reference_module(source: str, filename: str):
+    """The reference file's text as a real, importable module: registered in `sys.modules` under
+    a name unique to its text (what torch.compile, pickle and inspect look up by a class's or
+    function's `__module__`; an unregistered name fails them with `No module named ...`), its
+    source in linecache under `filename` (tracebacks, inspect.getsource)."""
+    import hashlib
+    import linecache
+    import sys
+    import types
+    name = "kernloop_reference_" + hashlib.sha1(source.encode()).hexdigest()[:12]
+    if name not in sys.modules:
+        mod = types.ModuleType(name)
+        fname = f"<kernloop reference {filename}>"
+        mod.__file__ = fname
+        linecache.cache[fname] = (len(source), None, source.splitlines(True), fname)
+        sys.modules[name] = mod   # before exec: the file's own classes resolve their module
+        try:
+            exec(compile(source, fname, "exec"), mod.__dict__)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
 
 
 def reference(torch, spec: dict, inputs: list, ref_dtype):

@@ -35,4 +35,5 @@ def final_summary(st, fres: dict | None, speedup: float | None, synthetic: bool)
     block = (fres or {}).get("peers") if fres else (st.peers_block if st.champion_id == "baseline" else None)
     kernel = ((block or {}).get("kernels") or {}).get("candidate") or {}
     champ_ms = kernel.get("median_ms") or st.champion_profile.get("mean_ms")
-    return briefing.final_line(champ_ms, speedup, (block or {}).get("peers") if kernel else None, synthetic)
+    return briefing.final_line(champ_ms, speedup, (block or {}).get("peers") if kernel else None, synthetic,
+                               (block or {}).get("skipped") if kernel else None)

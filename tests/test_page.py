@@ -253,7 +253,7 @@ def test_renders_the_recorded_run(tmp_path):
     # header: the headline numbers and why it stopped
     text = re.sub(r"\s+", " ", p.text())
     for needle in ("matmul", "NVIDIA H200", "local", "nemotron", "nvidia/llama-3.3-nemotron-super-49b-v1.5",
-                   "7.16×", "1.874", "0.2617", "53.1%", "of peak FLOP/s", "budget: 9 of 9 iterations done",
+                   "7.16×", "1.874", "0.2617", "53.1%", "of datasheet FLOP/s", "budget: 9 of 9 iterations done",
                    "2025-11-29 11:33:51 UTC", "9 min 53 s", "Finished"):
         assert needle in text, needle
     # per iteration: reason, rel-L2 per shape, both sides' timing, rule inputs, note, diff, prompt

@@ -5,6 +5,7 @@ import datetime as _dt
 import shlex
 from pathlib import Path
 
+from standing.briefing import NO_PEERS_SYNTHETIC
 from view import chart
 from view.cardview import (VERDICTS, RunFiles, build_iteration, build_research, diagnosis_texts, profile_texts,
                       rel_rows, roof_headline, roof_rows, stats_rows, verdict_of)
@@ -147,6 +148,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         champ_ms, speedup = finite(end.get("champion_mean_ms")), finite(end.get("speedup"))
         champ_id = as_text(end.get("champion_id")) or champ_id
     base_roof = as_dict(as_dict(base_res.get("roofline")).get("candidate"))
+    ceilings = as_dict(base_res.get("ceilings"))   # one device per run: the baseline job's ceilings
 
     counts = {v: 0 for v in VERDICTS + ("unknown",)}
     for it in iters:
@@ -181,7 +183,8 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
     peers, peers_job, peers_skipped = peers_of(events)
     view = {
         "peers": peers, "peers_job": peers_job, "peers_skipped": peers_skipped,
-        "final_line": clip(as_text(end.get("final_line")), 300)[0] if end.get("final_line") else "",
+        "peers_note": NO_PEERS_SYNTHETIC if synthetic and not peers else "",
+        "final_line": clip(as_text(end.get("final_line")), 1200)[0] if end.get("final_line") else "",
         "run_id": run_id, "run_dir": run_dir.name, "live": not ends, "has_events": bool(events),
         "refresh_s": REFRESH_S, "synthetic": synthetic, "backends": backends,
         "backend": ", ".join(backends) or "—",
@@ -207,7 +210,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         "interruptions": interruptions_of(end, events),
         "base_ms": base_ms, "champ_ms": champ_ms, "champ_id": champ_id, "speedup": speedup,
         "champ_dom": ctx["dom_of"].get(champ_id) if champ_id else None,
-        "champ_roof": roof_headline(champ_roof), "base_roof": roof_headline(base_roof),
+        "champ_roof": roof_headline(champ_roof, ceilings), "base_roof": roof_headline(base_roof, ceilings),
         "counts": counts, "iters": iters, "research": research, "entries": items,
         "baseline": None if not base_ev else {
             "file": as_text(base_ev.get("candidate_file")) or "baseline.py",
@@ -215,7 +218,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
             "timing_rows": stats_rows(base_res.get("candidate"), base_res.get("champion"))
             if base_res.get("candidate") or base_res.get("champion") else [],
             "rel_rows": rel_rows(base_res)[0], "tolerance": rel_rows(base_res)[1],
-            "roof_rows": roof_rows(base_res.get("roofline")),
+            "roof_rows": roof_rows(base_res.get("roofline"), base_res.get("ceilings")),
             "error": clip(as_text(base_res.get("error")), limits["text"])[0] if base_res.get("error") else "",
             "ok": base_res.get("ok"), "mode": as_text(base_res.get("mode")), "clock": fmt_clock(base_ev.get("ts")),
             "diagnosis": diagnosis_texts(base_ev.get("diagnosis")), "profile_lines": profile_texts(base_res),
