@@ -216,7 +216,7 @@ class TimedSets:
         check_ops((last or {}).get("ops", []), allowed, "timing")   # torch taking over once timed
         result["checked_reps"] = checked
         reason, nums = clock.verdict(ms["candidate"], wall["candidate"], ms["champion"], wall["champion"],
-                                     tol_abs=clock.TOL_ABS_MS if self.cuda else clock.HOST_TOL_ABS_MS)
+                                     tol_abs=clock.GPU_TOL_ABS_MS if self.cuda else clock.HOST_TOL_ABS_MS)
         nums.update({f"{role}_host": statistics.median(v) if v else None for role, v in host.items()})
         result["wall_probe_ms"] = nums
         if reason:
