@@ -23,7 +23,11 @@ PACKAGES = ("torch", "triton", "liger-kernel", "quack-kernels", "nvidia-cutlass-
 
 
 def commit(root: Path = ROOT) -> dict:
-    """{"commit": sha or None, "dirty": bool or None, "source": how it was found}."""
+    """{"commit": sha or None, "dirty": bool or None, "source": how it was found}.
+    KERNLOOP_BENCH_COMMIT wins: a device machine's copy of the tree can carry a stale .git."""
+    env = os.environ.get("KERNLOOP_BENCH_COMMIT", "").strip()
+    if env:
+        return {"commit": env, "dirty": None, "source": "KERNLOOP_BENCH_COMMIT"}
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=10)
@@ -33,9 +37,6 @@ def commit(root: Path = ROOT) -> dict:
             return {"commit": sha.stdout.strip(), "dirty": bool(st.stdout.strip()), "source": "git"}
     except (OSError, subprocess.SubprocessError):
         pass
-    env = os.environ.get("KERNLOOP_BENCH_COMMIT", "").strip()
-    if env:
-        return {"commit": env, "dirty": None, "source": "KERNLOOP_BENCH_COMMIT"}
     return {"commit": None, "dirty": None, "source": "unknown: no .git here and no KERNLOOP_BENCH_COMMIT"}
 
 
