@@ -145,8 +145,10 @@ def final_line(champion_ms: float | None, speedup: float | None, peers: dict | N
     parts = []
     if speedup:
         parts.append(f"{speedup:.2f}x the baseline")
-    if synthetic:
-        return head + (": " + ", ".join(parts) if parts else "") + f"; {NO_PEERS_SYNTHETIC}"
+    if synthetic:   # modeled (or host-clock) times: no peer is compared with them
+        said = NO_PEERS_SYNTHETIC if not timed_peers(peers) else \
+            "peers are not compared on a synthetic run (their times are the host clock's)"
+        return head + (": " + ", ".join(parts) if parts else "") + f"; {said}"
     ranked = timed_peers(peers)
     if ranked:
         lbl, best = ranked[0]

@@ -12,8 +12,11 @@ CEIL = {"match": "H200", "peak": {"gbps": 4800.0, "tflops": 989.0, "source": "NV
 def test_final_line_as_the_issue_asks():
     assert final_line(0.0444, 1.51, PEERS) == ("champion 0.0444 ms: 1.51x the baseline, 0.73x the "
                                                "best peer (liger 0.0325 ms)")
-    assert final_line(0.0444, 1.51, PEERS, synthetic=True) == ("champion 0.0444 ms (MODELED): 1.51x the "
-                                                               "baseline; peers are not timed on the synthetic backend")
+    assert final_line(0.0444, 1.51, None, synthetic=True) == ("champion 0.0444 ms (MODELED): 1.51x the "
+                                                              "baseline; peers are not timed on the synthetic backend")
+    assert final_line(0.0444, 1.51, PEERS, synthetic=True) == ("champion 0.0444 ms (MODELED): 1.51x the baseline; "
+                                                               "peers are not compared on a synthetic run (their "
+                                                               "times are the host clock's)")
     assert final_line(0.0444, None, None) == "champion 0.0444 ms"
     assert final_line(0.0444, None, {}) == "champion 0.0444 ms: no peer timed"
 
