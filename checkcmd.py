@@ -85,18 +85,18 @@ def run_check(spec_path: str, kernel: str, backend_name: str) -> tuple[dict, lis
     k = Path(kernel)
     if not k.is_file():
         raise CheckError(f"kernel file {k} not found")
-    reasons = contract.check(k.read_text(encoding="utf-8"), spec)
-    if reasons:   # the contract is part of the verdict: the checker would not run it either
-        res = {"ok": False, "correct": False, "stage": "contract", "backend": backend_name,
-               "error": f"{len(reasons)} contract violation(s)", "synthetic": False}
-        line = summary(spec, k, res, reasons)
-        return line, table(spec, res, line)
     from backends import BackendError
     from factories import make_backend
-    try:
+    try:   # a setup this machine cannot run is bad input (exit 2), found before anything runs
         backend, why = make_backend(backend_name)
-    except (BackendError, ValueError) as e:   # no GPU for local, a bad Nebius setting
+    except (BackendError, ValueError) as e:   # no GPU for local, no nebius CLI, a bad setting
         raise CheckError(str(e)) from None
+    reasons = contract.check(k.read_text(encoding="utf-8"), spec)
+    if reasons:   # the contract is part of the verdict: the checker would not run it either
+        res = {"ok": False, "correct": False, "stage": "contract", "backend": backend.name,
+               "error": f"{len(reasons)} contract violation(s)", "synthetic": backend.synthetic}
+        line = summary(spec, k, res, reasons)
+        return line, table(spec, res, line)
     with tempfile.TemporaryDirectory(prefix="kernloop-check-") as work:
         res = backend.evaluate(spec, k, spec.baseline, Path(work))
     line = summary(spec, k, res, [])

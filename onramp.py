@@ -394,11 +394,21 @@ def write(d: Draft, spec_dir: Path, baseline: Path | None, force: bool, command:
     if baseline is not None:
         space = search_space_for(check_baseline(baseline, d))
         base = os.path.relpath(baseline.resolve(), spec_dir.resolve())
-    spec_dir.mkdir(parents=True, exist_ok=True)
-    if extra is not None:
-        extra.write_text(d.reference_source, encoding="utf-8")
-    target.write_text(render(d, out_shape, flops, model, base, space, command), encoding="utf-8")
-    load_spec(target)   # what was written must load: a SpecError here is a bug in `new`
+    text = render(d, out_shape, flops, model, base, space, command)
+    files = [(target, text)] + ([(extra, d.reference_source)] if extra is not None else [])
+    before = {f: f.read_bytes() if f.is_file() else None for f, _ in files}
+    try:
+        spec_dir.mkdir(parents=True, exist_ok=True)
+        for f, body in files:
+            f.write_text(body, encoding="utf-8")
+        load_spec(target)   # what was written must load: a SpecError here is a bug in `new`
+    except BaseException:   # nothing left behind: a retry must not need --force
+        for f, old in before.items():
+            if old is None:
+                f.unlink(missing_ok=True)
+            else:
+                f.write_bytes(old)
+        raise
     return target
 
 
@@ -460,7 +470,12 @@ def main(argv) -> int:
     except (OnrampError, SpecError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:   # noqa: BLE001 - a problem no rule above foresaw: still one line
+        where = args.from_kernelbench or args.source
+        print(f"error: new: cannot write a spec from {where}: {type(e).__name__}: "
+              f"{' '.join(str(e).split())[:300]}", file=sys.stderr)
+        return 2
     print(f"wrote {path}" + (f" and {spec_dir / d.write_file}" if d.write_file else ""))
-    print(f"next: python orchestrator.py check --spec {path} KERNEL.py   |   "
-          f"python orchestrator.py --spec {path}")
+    print(f"next: python orchestrator.py check --spec {path} KERNEL.py")
+    print(f"  or: python orchestrator.py --spec {path}")
     return 0

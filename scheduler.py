@@ -386,7 +386,7 @@ def run_many(st, proposer, inline: bool, backend, spec, run_dir: Path, parallel:
     is decision.stop_rule applied to the state: (stopped, reason) or None."""
     missing, next_n = missing_numbers(st.seen)   # --resume re-runs what was in flight
     slots = workers(backend, parallel)
-    say(f"{'SYNTHETIC ' if backend.synthetic else ''}kernloop: {parallel} in flight, batches of "
+    say(f"kernloop: {parallel} in flight, batches of "   # say() tags a synthetic run's lines
         f"{batch}, {len(slots)} evaluation worker(s): {', '.join(slots)}"
         + (f"; re-running {len(missing)} iteration(s) that were in flight" if missing else ""))
     hooks = Hooks(context=context, prepare=prepare, record=record,

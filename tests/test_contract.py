@@ -10,11 +10,12 @@ import contract
 import hostile_cases
 import prompt
 from proposer import ProposalContext
+from shipped import shipped_spec_paths
 from spec import load_spec
 from tuner import Tuner
 
 ROOT = Path(__file__).resolve().parent.parent
-SPECS = {p.stem: load_spec(p) for p in sorted((ROOT / "specs").glob("*.yaml"))}
+SPECS = {p.stem: load_spec(p) for p in shipped_spec_paths()}   # never a user's own spec
 SPEC = SPECS["matmul"]
 BASE = (ROOT / "specs" / "matmul_naive.py").read_text()
 ALLOC = "    c = torch.empty((M, N), device=a.device, dtype=a.dtype)\n"
