@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import contract
+import terminal
 from onramp import OneLineParser
 from spec import SpecError, load_spec
 
@@ -23,6 +24,8 @@ def parse_args(argv):
     p.add_argument("kernel", help="the kernel file (the spec's entry function, a CONFIG literal)")
     p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius"],
                    help="auto = local if a CUDA GPU is visible, else synthetic")
+    p.add_argument("--json", metavar="FILE", help="also write the verdict as one JSON object to FILE "
+                                                  "(- prints it as the last line of stdout)")
     return p.parse_args(argv)
 
 
@@ -49,7 +52,8 @@ def table(spec, res: dict, line: dict) -> list[str]:
     interp = res.get("mode") == "interpret" or line["synthetic"]
     shapes = spec.check_shapes if interp else spec.shapes
     rel = dict(line["rel_l2"])
-    out = [f"{tag}check {line['kernel']} against {line['spec']} on {line['device'] or line['backend']}",
+    out = [f"{tag}check {line['kernel']} against {line['spec']}",
+           f"  on {line['device'] or line['backend']}",
            f"  {'shape':<24} {'rel-L2':>10} {'tolerance':>10}  verdict"]
     failed = res.get("stage") in ("correctness", "load") and not line["correct"]
     labels = [spec.shape_label(s) for s in shapes] + [k for k in rel if k not in
@@ -64,10 +68,10 @@ def table(spec, res: dict, line: dict) -> list[str]:
                    f"{spec.tolerance:>10g}  {verdict}")
     if line["candidate_ms"] or line["baseline_ms"]:
         kind = "modeled, not measured" if line["synthetic"] else "measured"
-        sp = f", {line['speedup']:.2f}x" if line["speedup"] else ""
-        out.append(f"  {tag}timing on {spec.shape_label(spec.shapes[0])} ({kind}): kernel "
-                   f"{_fmt_ms(line['candidate_ms'])}, baseline ({line['baseline']}) "
-                   f"{_fmt_ms(line['baseline_ms'])}{sp}")
+        sp = f" ({line['speedup']:.2f}x)" if line["speedup"] else ""
+        out.append(f"  {tag}timing on {spec.shape_label(spec.shapes[0])}, {kind}:")
+        out.append(f"    kernel {_fmt_ms(line['candidate_ms'])}{sp}, baseline {_fmt_ms(line['baseline_ms'])} "
+                   f"({line['baseline']})")
         if line["timing_model"]:
             out.append(f"  {tag}timing model: {line['timing_model']}")
     for label, st in (line["peers"] or {}).items():
@@ -110,9 +114,17 @@ def main(argv) -> int:
         return 2 if e.code else 0
     try:
         line, rows = run_check(args.spec, args.kernel, args.backend)
+        if args.json and args.json != "-":
+            Path(args.json).write_text(json.dumps(line, sort_keys=True) + "\n", encoding="utf-8")
     except (CheckError, SpecError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print("\n".join(rows))
-    print(json.dumps(line, sort_keys=True))
+    except OSError as e:
+        print(f"error: --json {args.json}: cannot write it: {e.strerror or e}", file=sys.stderr)
+        return 2
+    say = terminal.printer()   # rows within 120 columns, broken at spaces
+    for row in rows:
+        say(row)
+    if args.json == "-":   # for scripts: one JSON object, the last line
+        print(json.dumps(line, sort_keys=True))
     return 0 if line["correct"] else 1

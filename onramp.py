@@ -203,10 +203,11 @@ def _run_reference(d: Draft, sizes: dict, flops=False, perturb=False):
                 return int((fn(*ys) != out).sum()), out.numel(), xs[k].numel()
     except Exception as e:   # noqa: BLE001 - the user's reference: report it, do not crash
         shape = "x".join(map(str, sizes.values()))
-        raise OnrampError(f"the reference {d.reference} fails on inputs of shape {shape} "
-                          f"(every required parameter is given a tensor; fix the others in a function "
-                          f"of your own, e.g. def f(x): return torch.softmax(x, -1)): "
-                          f"{type(e).__name__}: {str(e)[:300]}") from None
+        why = ("KernLoop runs it at small sizes to find the output's shape and the flops"
+               if d.write_file else "every required parameter is given a tensor; fix the others in a "
+               "function of your own, e.g. def f(x): return torch.softmax(x, -1)")
+        raise OnrampError(f"the reference {d.reference} fails on inputs of sizes {shape} ({why}): "
+                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
     if not isinstance(out, torch.Tensor):
         raise OnrampError(f"the reference {d.reference} returns {type(out).__name__}, not one tensor")
     return out
@@ -229,8 +230,9 @@ def output_shape(d: Draft) -> list:
         elif a == b:
             dims.append(a)
         else:
-            raise OnrampError(f"an output size ({a}, then {b}) is derived from the input sizes in a "
-                              "way a spec cannot name (only a size itself, or a constant)")
+            raise OnrampError(f"an output size ({a}, then {b} at other input sizes) is computed from "
+                              "the input sizes (as by a pooling or a convolution); a spec names an "
+                              "output size only as an input's size or a constant")
     return dims
 
 
@@ -468,7 +470,8 @@ def main(argv) -> int:
             d = kernelbench.draft(args.name, Path(args.from_kernelbench), dtype, args.dist)
         path = write(d, spec_dir, Path(args.baseline) if args.baseline else None, args.force, command)
     except (OnrampError, SpecError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        where = args.from_kernelbench and str(Path(args.from_kernelbench))
+        print(f"error: {'' if not where or str(e).startswith(where) else where + ': '}{e}", file=sys.stderr)
         return 2
     except Exception as e:   # noqa: BLE001 - a problem no rule above foresaw: still one line
         where = args.from_kernelbench or args.source

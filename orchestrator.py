@@ -480,7 +480,8 @@ def main(argv=None) -> int:
         say = terminal.printer(getattr(args, "tag", ""), stream=sys.stderr)
         say("interrupted" + ("; resume with:" if run_dir else ""))
         if run_dir:   # the same absolute path the page shows: it works from any directory
-            say(f"  python orchestrator.py --resume {run_dir}")
+            print(f"{getattr(args, 'tag', '')}  python orchestrator.py --resume {run_dir}",
+                  file=sys.stderr)   # a command to copy: never wrapped
         return 143 if term else 130
 
 

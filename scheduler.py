@@ -3,7 +3,7 @@
 thread pool of evaluation jobs (one thread per worker) and one daemon thread per proposal (a hung
 LLM request never holds the process at exit), from the orchestrator's one process.
 
-The rules (README, "Many candidates in flight"):
+The rules (docs/backends.md, "Many candidates in flight"):
   * at most K candidates are in flight: proposed, queued, timed, or waiting for a re-time;
   * a job times one candidate, or a batch of up to B, against the champion current when the job
     starts; the candidate and its champion are always timed in the same job, on the same worker
