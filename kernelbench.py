@@ -227,9 +227,7 @@ def draft(name: str, path: Path, dtype: str | None, dist: str | None) -> Draft:
         raise OnrampError(f"{path}: forward takes {len(names)} inputs, get_inputs() returns {len(base['inputs'])}")
     if base["out"] is None:
         raise OnrampError(f"{path}: forward must return one tensor")
-
-    # Which module constant each size is: re-run with one constant changed at a time.
-    probed = _probe_all(source, tree, path)   # constant -> the recording with it changed
+    probed = _probe_all(source, tree, path)   # which module constant each size is
     def named(key, what):
         return _name_sizes(base[key], {c: (p, r[key]) for c, (p, r) in probed.items()}, what)
     in_shapes = _name_sizes([i["shape"] for i in base["inputs"]],
@@ -240,15 +238,7 @@ def draft(name: str, path: Path, dtype: str | None, dist: str | None) -> Draft:
                          "a randint bound")
     params = named("params", "a parameter size")
     init = named("init", "an init argument")
-    symbols = {}   # sizes of get_inputs() tensors; a size only parameters have (kernel_size) stays fixed
-    for shp in in_shapes:
-        for s in shp:
-            if isinstance(s, Sym) and str(s) not in symbols:
-                symbols[str(s)] = s.value
-    if not symbols:
-        raise OnrampError(f"{path}: no input size is a module-level integer constant, so KernLoop cannot "
-                          "vary the shape (smaller ones for the interpreter, odd ones on the GPU): name the "
-                          "sizes get_inputs() uses as constants (e.g. N = 4096) and use those")
+    symbols = _symbols(in_shapes, path)
     floats = [i["dtype"] for i in base["inputs"] if not i["dtype"].startswith("int")]
     dtype = dtype or (floats[0] if floats else "float32")
     if dtype not in ("float32", "float16", "bfloat16"):
@@ -294,6 +284,21 @@ def draft(name: str, path: Path, dtype: str | None, dist: str | None) -> Draft:
     _fit_memory(d, path)
     d.compare = {"Model.forward (eager)": f"reference({', '.join(i['name'] for i in inputs)})"}
     return d
+
+
+def _symbols(in_shapes, path: Path) -> dict:
+    """{symbol: size} of the get_inputs() tensors' sizes that are module constants (a size only
+    parameters have, a kernel_size, stays fixed); none at all is an error."""
+    symbols = {}
+    for shp in in_shapes:
+        for s in shp:
+            if isinstance(s, Sym) and str(s) not in symbols:
+                symbols[str(s)] = s.value
+    if not symbols:
+        raise OnrampError(f"{path}: no input size is a module-level integer constant, so KernLoop cannot "
+                          "vary the shape (smaller ones for the interpreter, odd ones on the GPU): name the "
+                          "sizes get_inputs() uses as constants (e.g. N = 4096) and use those")
+    return symbols
 
 
 def _flat(v):

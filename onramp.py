@@ -478,7 +478,9 @@ def main(argv) -> int:
         print(f"error: new: cannot write a spec from {where}: {type(e).__name__}: "
               f"{' '.join(str(e).split())[:300]}", file=sys.stderr)
         return 2
-    print(f"wrote {path}" + (f" and {spec_dir / d.write_file}" if d.write_file else ""))
+    print(f"wrote {path}")
+    if d.write_file:
+        print(f"wrote {spec_dir / d.write_file}")
     print(f"next: python orchestrator.py check --spec {path} KERNEL.py")
     print(f"  or: python orchestrator.py --spec {path}")
     return 0

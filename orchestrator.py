@@ -446,7 +446,7 @@ def loop(args) -> int:
         else f"champion kernel: {terminal.short_path(run_dir / 'champion.py')}")
     out(f"page: {terminal.short_path(page_path or run_dir / 'trajectory.html')}")
     if fatal:
-        terminal.printer(stream=sys.stderr)(f"error: {tag}{fatal}")
+        print(f"error: {tag}{fatal}", file=sys.stderr)   # one line, as every error: (scripts grep it)
         return 1
     return 0
 
