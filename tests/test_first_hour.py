@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import page  # noqa: E402
-import terminal  # noqa: E402
+from loop import terminal  # noqa: E402
 from browser import Browser  # noqa: E402
 from checker.validate import make_inputs, reference_callable  # noqa: E402
 from loopback_openai import LoopbackOpenAI, error, reply  # noqa: E402
@@ -199,8 +199,8 @@ def test_an_llm_run_that_stops_on_a_fatal_error(tmp_path):
 def test_help_names_every_command():
     p = cli("--help")
     assert p.returncode == 0 and all(len(ln) <= WIDTH for ln in p.stdout.splitlines())
-    for command in ("orchestrator.py new NAME", "orchestrator.py check --spec", "--resume"):
-        assert command in p.stdout
+    for command in ("\n  new ", "\n  check ", "--resume"):
+        assert command in p.stdout, command
 
 
 def test_check_prints_within_120_columns_and_writes_its_json_where_asked(tmp_path):
