@@ -1,12 +1,12 @@
 """The run log: one typed event schema for run.jsonl, its one writer (RunLog) and its one reader.
 
 Every line is one JSON object, flushed and fsynced as it happens. The schema below is the only
-documentation of the fields (README links here); RunLog.append refuses a field it does not
+documentation of the fields (docs/events.md links here); RunLog.append refuses a field it does not
 declare, so code and documentation cannot drift apart.
 
 How to add a field: add one annotated line, with a comment saying what it holds, to the event's
 TypedDict below (`Iteration`, `RunEnd`, ...). Nothing else: the writer, the reader, the schema
-test and README's table (tests/test_readme.py checks it against SCHEMA) all follow from it.
+test and docs/events.md's table (tests/test_readme.py checks it against SCHEMA) all follow from it.
 Use `X | None` when the field may be null. A new event kind is a new TypedDict plus one entry in
 SCHEMA. A new `stopped` value is one more entry in STOPPED.
 
@@ -163,7 +163,7 @@ def fields(kind: str) -> dict:
 
 
 def markdown_table() -> str:
-    """README's table of the events and their fields (tests/test_readme.py keeps them equal)."""
+    """docs/events.md's table of the events and their fields (tests/test_readme.py keeps them equal)."""
     rows = ["| event | fields (besides " + ", ".join(REQUIRED) + ") |", "|---|---|"]
     for kind in SCHEMA:
         rows.append(f"| `{kind}` | " + ", ".join(k for k in fields(kind) if k not in REQUIRED) + " |")

@@ -1,5 +1,5 @@
 """The kernel contract: one allow-list (TABLE), the static check of a kernel file against it, and
-its wording for the README and the LLM prompt.
+its wording for docs/contract.md and the LLM prompt.
 
 `check(code, spec)` returns a list of reasons, each naming the construct and its line; an empty
 list means the file may run. Anything the table does not list is rejected. The checker (judge and
@@ -19,7 +19,7 @@ from contract.walk import Walker
 
 # ======================================================================= the allow-list
 # key -> (where, what it is for, allowed names). The one place the contract lives: the checker
-# below reads these sets, `markdown()` renders them into the README, `prompt_text()` into the
+# below reads these sets, `markdown()` renders them into docs/contract.md, `prompt_text()` into the
 # prompt. Anything not listed (any other attribute, call, name, statement or syntax) is rejected.
 TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "imports": ("module", "the only import statements", (
@@ -215,7 +215,7 @@ def _check(code, spec) -> list[str]:
 
 # ======================================================================= wording
 def markdown() -> str:
-    """The allow-list as a README table (tests/test_contract.py keeps the README equal to it)."""
+    """The allow-list as a Markdown table (tests/test_contract.py keeps docs/contract.md equal to it)."""
     rows = ["| where | what | allowed |", "|---|---|---|"]
     for where, what, names in TABLE.values():
         rows.append(f"| {where} | {what} | " + ", ".join(f"`{n}`" for n in names) + " |")

@@ -3,7 +3,7 @@
 thread pool of evaluation jobs (one thread per worker) and one daemon thread per proposal (a hung
 LLM request never holds the process at exit), from the orchestrator's one process.
 
-The rules (README, "Many candidates in flight"):
+The rules (docs/backends.md, "Many candidates in flight"):
   * at most K candidates are in flight: proposed, queued, timed, or waiting for a re-time;
   * a job times one candidate, or a batch of up to B, against the champion current when the job
     starts; the candidate and its champion are always timed in the same job, on the same worker
@@ -395,7 +395,7 @@ def run_many(st, proposer, inline: bool, backend, spec, run_dir: Path, parallel:
     is decision.stop_rule applied to the state: (stopped, reason) or None."""
     missing, next_n = missing_numbers(st.seen)   # --resume re-runs what was in flight
     slots = workers(backend, parallel)
-    say(f"{'SYNTHETIC ' if backend.synthetic else ''}kernloop: {parallel} in flight, batches of "
+    say(f"kernloop: {parallel} in flight, batches of "   # say() tags a synthetic run's lines
         f"{batch}, {len(slots)} evaluation worker(s): {', '.join(slots)}"
         + (f"; re-running {len(missing)} iteration(s) that were in flight" if missing else ""))
     hooks = Hooks(context=context, prepare=prepare, record=record,

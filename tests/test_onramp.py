@@ -153,7 +153,7 @@ def test_kernelbench_cross_entropy_has_integer_targets(kb_specs):
 # ---------------------------------------------------------------- check
 
 def _check(spec_path, kernel):
-    p = cli("check", "--spec", spec_path, kernel, "--backend", "synthetic")
+    p = cli("check", "--spec", spec_path, kernel, "--backend", "synthetic", "--json", "-")
     return p, json.loads(p.stdout.strip().splitlines()[-1])
 
 

@@ -131,19 +131,12 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         champ_id = it["champion_after"] or champ_id
         champ_ms, speedup = it["champion_after_ms"], it["speedup_vs_baseline"]
         it["champ_line_ms"] = champ_ms
-    # the newest measurement of the champion's roofline
-    last_roof = None
+    # The champion's roofline from the job that promoted it: the measurement its time and speedup
+    # in the header come from, and the one its card shows (one number, from the log).
     for ev in events:
-        if ev.get("event") != "iteration":
-            continue
-        roof = as_dict(as_dict(ev.get("result")).get("roofline"))
         dec = as_dict(ev.get("decision"))
-        if verdict_of(dec, dec.get("promoted")) == "promoted":
-            last_roof = as_dict(roof.get("candidate")) or last_roof
-        elif as_dict(roof.get("champion")):
-            last_roof = as_dict(roof.get("champion"))
-    if last_roof:
-        champ_roof = last_roof
+        if ev.get("event") == "iteration" and verdict_of(dec, dec.get("promoted")) == "promoted":
+            champ_roof = as_dict(as_dict(as_dict(ev.get("result")).get("roofline")).get("candidate"))
     if ends:
         champ_ms, speedup = finite(end.get("champion_mean_ms")), finite(end.get("speedup"))
         champ_id = as_text(end.get("champion_id")) or champ_id
@@ -186,6 +179,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         "peers_note": NO_PEERS_SYNTHETIC if synthetic and not peers else "",
         "final_line": clip(as_text(end.get("final_line")), 1200)[0] if end.get("final_line") else "",
         "run_id": run_id, "run_dir": run_dir.name, "live": not ends, "has_events": bool(events),
+        "resume_path": str(run_dir.resolve()),   # what the terminal prints: works from any directory
         "refresh_s": REFRESH_S, "synthetic": synthetic, "backends": backends,
         "backend": ", ".join(backends) or "—",
         "spec": {"name": as_text(spec.get("name")) or "(unnamed spec)", "path": as_text(spec.get("path")),
