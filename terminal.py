@@ -21,8 +21,9 @@ def status_line(ev: dict, n_total: int, synthetic: bool, width: int = STATUS_WID
     else:
         what = d.get("reason") or ""
     tag = "SYNTHETIC " if synthetic else ""
+    where = f"on {ev['node']}: " if ev.get("node") else ""   # --backend ray: the node that ran it
     line = (f"{tag}[{'#' * fill}{'.' * (10 - fill)}] {n:>3}/{n_total} {ev['candidate_id']} "
-            f"{d['verdict']:<9} {what}")
+            f"{d['verdict']:<9} {where}{what}")
     if cand and champ and ev.get("note"):
         line += f" | {ev['note']}"
     line = line.replace("\r", " ").replace("\n", " ")   # a multi-line reason stays on one row
