@@ -86,14 +86,15 @@ def versions() -> dict:
     return v
 
 
-def commit() -> str:
+def commit() -> dict:
+    """The commit the benchmark runs, read when it starts, and the tracked files changed since."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
-        return head + ("+dirty" if dirty else "")
+        return {"commit": git("rev-parse", "HEAD") or "unknown",
+                "changed_files": [ln[3:] for ln in git("status", "--porcelain", "--untracked-files=no").splitlines()]}
     except OSError:
-        return "unknown"
+        return {"commit": "unknown", "changed_files": []}
 
 
 def main(argv=None) -> int:
@@ -104,6 +105,7 @@ def main(argv=None) -> int:
     ap.add_argument("--llm-seconds", type=float, default=20.0)
     ap.add_argument("--out", type=Path, required=True, help="JSON file to write")
     a = ap.parse_args(argv)
+    code = commit()
     runs = []
     for n in a.nodes:
         with tempfile.TemporaryDirectory() as tmp:
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
                     "this one machine (one job slot each), sharing its cores: not a GPU measurement",
            "synthetic": True, "llm_seconds": a.llm_seconds,
            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "device": "CPU only"},
-           "versions": versions(), "commit": commit(), "runs": runs,
+           "versions": versions(), **code, "runs": runs,
            "speedup_vs_first": {r["nodes"]: round(r["decided_per_hour"] / runs[0]["decided_per_hour"], 2)
                                 for r in runs},
            "bench_command": "python bench/ray_throughput.py " + " ".join(argv or sys.argv[1:])}

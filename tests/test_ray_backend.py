@@ -132,7 +132,7 @@ def test_16_candidates_4_in_flight_spread_over_both_nodes(cluster, tmp_path):
 def test_a_node_killed_mid_job_loses_nothing_and_duplicates_nothing(cluster, tmp_path):
     doomed = cluster.add(cpus=2)
     raylet = cluster.raylet_pid(doomed)
-    proc = start(["--spec", "specs/matmul.yaml", "--backend", "ray", "--iterations", "8",
+    proc = start(["--spec", "specs/matmul.yaml", "--backend", "ray", "--iterations", "6",
                   "--patience", "0", "--parallel", "4", "--out", str(tmp_path)], cluster.env(**SYNTH))
     deadline, killed = time.monotonic() + 600, False
     while time.monotonic() < deadline and proc.poll() is None:
@@ -146,7 +146,7 @@ def test_a_node_killed_mid_job_loses_nothing_and_duplicates_nothing(cluster, tmp
     assert proc.returncode == 0, out[-3000:]
     run = only_run(tmp_path)
     its = iterations(run)
-    assert sorted(e["iteration"] for e in its) == list(range(1, 9))   # none lost, none twice
+    assert sorted(e["iteration"] for e in its) == list(range(1, 7))   # none lost, none twice
     label = doomed.node_id[:8]
     retried = [e for e in its if len(e["result"]["backend_meta"].get("attempts") or []) == 2]
     assert retried, "the job on the killed node was not retried"
@@ -163,7 +163,7 @@ def test_a_node_killed_mid_job_loses_nothing_and_duplicates_nothing(cluster, tmp
 
 def test_resume_reruns_the_jobs_in_flight_when_the_driver_was_killed(cluster, tmp_path):
     env = cluster.env(**SYNTH)
-    proc = start(["--spec", "specs/matmul.yaml", "--backend", "ray", "--iterations", "6",
+    proc = start(["--spec", "specs/matmul.yaml", "--backend", "ray", "--iterations", "5",
                   "--patience", "0", "--parallel", "3", "--out", str(tmp_path)], env)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None and decided(tmp_path) < 2:
@@ -185,14 +185,15 @@ def test_resume_reruns_the_jobs_in_flight_when_the_driver_was_killed(cluster, tm
     assert "connected to the Ray cluster" in p.stdout.splitlines()[0]
     evs = read_events(run / "run.jsonl")
     assert evs[:len(before)] == before
-    assert sorted(e["iteration"] for e in evs if e["event"] == "iteration") == list(range(1, 7))
-    assert evs[-1]["event"] == "run_end" and evs[-1]["iterations_done"] == 6
+    assert sorted(e["iteration"] for e in evs if e["event"] == "iteration") == list(range(1, 6))
+    assert evs[-1]["event"] == "run_end" and evs[-1]["iterations_done"] == 5
 
 
 # ---------------------------------------------------------------- one job's failures, named
 
 def test_a_judge_past_its_time_a_lost_task_and_a_node_without_torch(cluster, tmp_path):
     """Each is a failed result that says what happened and where; the batch is one task."""
+    from backends import BackendError
     from backends_ray import connect
     from spec import load_spec
     shadow = tmp_path / "shadow" / "torch"   # this node's Python cannot import torch, as if it
@@ -204,6 +205,10 @@ def test_a_judge_past_its_time_a_lost_task_and_a_node_without_torch(cluster, tmp
     spec = load_spec(ROOT / "specs" / "softmax.yaml")
     base = spec.baseline
     try:
+        with pytest.raises(BackendError, match=r"the cluster has no GPU \(4 node\(s\), 5 CPU\(s\)\); "
+                                               "KERNLOOP_RAY_MODE=synthetic"):
+            connect(cluster.env())   # gpu mode (the default) on a cluster of CPUs: said at once
+        assert not ray.is_initialized()
         env = cluster.env(KERNLOOP_CHECK_TIMEOUT_S="2", **SYNTH)
         backend, why = connect(env)
         assert why.startswith(f"ray: connected to the Ray cluster at {cluster.address}")
