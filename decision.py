@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+from settings import LOOP_DEFAULTS
+
 
 def _finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -13,7 +15,7 @@ def _text(x) -> str:
     return x if isinstance(x, str) else ("" if x is None else repr(x)[:2000])
 
 
-def decide(result: dict | None, min_gain: float = 0.02, sigma: float = 2.0,
+def decide(result: dict | None, min_gain: float = LOOP_DEFAULTS["min_gain"], sigma: float = LOOP_DEFAULTS["sigma"],
            require_significance: bool = True) -> dict:
     """Promote only if the candidate is correct, its mean beats the champion's mean measured in
     the SAME job by more than min_gain, the gap exceeds sigma standard errors, and the medians

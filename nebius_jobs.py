@@ -26,12 +26,12 @@ import threading
 import time
 from pathlib import Path
 
-from backends import Backend, failed_result, stage_job
-from nebius_batch import BATCH_MARKER, parse_batch_lines, stage_batch
-from nebius_cli import (FINAL_STATES, CliMissing, CliOut, classify_cli_error,  # noqa: F401
+from backends.local import Backend, failed_result, stage_job
+from backends.nebius_batch import BATCH_MARKER, parse_batch_lines, stage_batch
+from backends.nebius_cli import (FINAL_STATES, CliMissing, CliOut, classify_cli_error,  # noqa: F401
                         job_id_from_create, job_status, load_json, normalize_state, run_cli)
-from nebius_settings import NebiusSettings, settings_from_env  # noqa: F401
-from resultline import MARKER, ResultLineError, parse_result_line, strip_ansi, validate_result
+from backends.nebius_settings import NebiusSettings, settings_from_env  # noqa: F401
+from backends.resultline import MARKER, ResultLineError, parse_result_line, strip_ansi, validate_result
 
 MAX_INJECT_BYTES = 64 * 1024          # --inject-file limit (verified)
 CONTAINER_DIR = "/kernloop"           # absolute, as --inject-file requires

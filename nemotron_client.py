@@ -35,9 +35,9 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 import settings
-from extract import extract_code, note_from_code
-from prompt import build_prompt, messages_tokens, render_messages, repair_messages
-from proposer import Proposal, ProposalContext
+from propose.extract import extract_code, note_from_code
+from propose.prompt import build_prompt, messages_tokens, render_messages, repair_messages
+from propose.proposer import Proposal, ProposalContext
 
 try:   # imported lazily in effect: a tuner-only run must not need the package
     import openai

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""KernLoop: optimize a Triton kernel with a propose -> check -> promote loop.
+"""KernLoop's command line: run (the default), new, check and page; one `error:` line and exit 2 for every user error.
 
-  python orchestrator.py --spec specs/matmul.yaml
+  python orchestrator.py --spec specs/matmul.yaml          (= python orchestrator.py run --spec ...)
   python orchestrator.py --resume runs/<id>
   python orchestrator.py new NAME --from MODULE:FUNCTION --shape 4096x8192 --dtype bf16
   python orchestrator.py new NAME --from-kernelbench PROBLEM.py
   python orchestrator.py check --spec specs/NAME.yaml KERNEL.py
+  python orchestrator.py page runs/<id> [--index]
 """
 from __future__ import annotations
 
@@ -17,46 +18,39 @@ import sys
 import time
 from pathlib import Path
 
-import briefing
+from standing import briefing
 import contract
 import decision
-import interrupts
+from loop import interrupts
 import research
-import resume
+from loop import resume
 import settings
-from backends import BackendError
-from diagnosis import compulsory_bytes, of_result
-from factories import ProposerError, make_backend, make_proposer
-from finaljob import final_job, final_summary
-from iteration import (LLM_FAILURE_KINDS, candidate_event, proposal_context,  # noqa: F401 (tests, bench)
-                       run_iteration)
-from proposer import ProposalContext
-from runfolder import RunFolderError, check_baseline, start_run
-from spec import SpecError, load_spec
-from terminal import baseline_line, status_line
+from errors import ArgParser, KernLoopError
+from standing.diagnosis import compulsory_bytes, of_result
+from loop.factories import make_backend, make_proposer
+from loop.finaljob import final_job, final_summary
+from loop.state import State
+from loop.iteration import candidate_event, proposal_context, run_iteration
+from loop.runfolder import check_baseline, start_run
+from spec import load_spec
+from loop.terminal import baseline_line, status_line
 from trajectory import RunLog, end_run
-from tuner import Tuner
-
-REJECTIONS_KEPT = 8   # recent failures shown to the proposer
-
-
-class UserError(Exception):
-    """A mistake in how KernLoop was invoked: one message, non-zero exit, no traceback."""
-
+from propose.tuner import Tuner
 
 
 # ---------------------------------------------------------------- setup
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with the one-line `error:` convention of every other bad input (exit 2)."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message} (see --help)\n")
+COMMANDS = """commands:
+  run      (the default) optimize a spec's kernel: propose, check, promote
+  new      write specs/NAME.yaml from a function or a KernelBench problem
+  check    one kernel file through the contract and the full checker
+  page     re-render a run's page and the runs index (also: python page.py)
+`python orchestrator.py COMMAND --help` for a command's options."""
 
 
 def parse_args(argv=None):
-    p = _Parser(
-        prog="orchestrator.py", description="Optimize a Triton kernel with an agent loop.")
+    p = ArgParser(prog="orchestrator.py [run]", description="Optimize a Triton kernel with an agent loop.",
+                  epilog=COMMANDS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", help="spec YAML (e.g. specs/matmul.yaml)")
     p.add_argument("--backend", default="auto",
                    choices=["auto", "local", "synthetic", "nebius", "ray"],
@@ -114,119 +108,6 @@ def versions() -> dict:
     return v
 
 
-# ---------------------------------------------------------------- the loop state
-
-class State:
-    def __init__(self, cost: dict | None = None, synthetic: bool = False):
-        self.cost, self.synthetic = cost, synthetic   # compulsory bytes (diagnosis); modeled run
-        self.peers_block: dict | None = None   # the last job's peers (the baseline's, the final's)
-        self.standing: dict | None = None      # briefing.standing() of the champion
-        self.done = 0
-        self.champion_id = "baseline"
-        self.champion_file = "baseline.py"
-        self.champion_config: dict | None = None   # parsed once, when the file was logged
-        self.champion_profile: dict = {}
-        self.baseline_mean = None
-        self.rejections: list[dict] = []
-        self.streak = 0
-        self.since_promotion = 0
-        self.notes: str | None = None
-        self.last_parse_error = None
-        self.last_promoted = False
-        self.baseline_done = False
-        self.research_queries = 0
-        self.seen: set[int] = set()   # decided iteration numbers (several may be in flight)
-        self.torch_start = False   # `baseline: torch`: the baseline champion is the reference in torch
-        self.transport_failures = 0     # consecutive LLM transport failures
-        self.refused = False            # the last one was a refused connection
-        self.llm_answered = False       # ... and the endpoint had answered before it
-
-    @property
-    def champion_is_torch(self) -> bool:
-        return self.torch_start and self.champion_id == "baseline"
-
-    def end_fields(self) -> dict:
-        """run_end's fields that the state knows: trajectory.end_run(log, stopped, reason,
-        **state.end_fields(), duration_s=...) writes the event (an interrupt handler too)."""
-        return {"iterations_done": self.done, "champion_id": self.champion_id,
-                "champion_file": self.champion_file, "baseline_mean_ms": self.baseline_mean,
-                "champion_mean_ms": self.champion_profile.get("mean_ms")}
-
-    def stand(self, result: dict) -> None:
-        """The champion's standing from the job that measured it (peers carried over)."""
-        self.peers_block = (result or {}).get("peers") or self.peers_block
-        self.standing = briefing.standing(result, "candidate", self.cost, self.synthetic, self.peers_block)
-
-    def profile_from(self, result: dict, side: str = "candidate") -> dict:
-        st = dict(result.get(side) or {})
-        st["rel_l2"] = result.get("rel_l2")
-        st["roofline"] = (result.get("roofline") or {}).get(side)
-        return st
-
-    def replay(self, events: list[dict], tuner: Tuner | None, run_dir: Path | None = None) -> None:
-        """Rebuild the state from a log; with run_dir, also re-ask the tuner its proposals."""
-        for ev in events:
-            kind = ev.get("event")
-            if kind == "baseline":
-                self.baseline_done = True
-                self.champion_config = ev.get("candidate_config")
-                self.champion_profile = self.profile_from(ev.get("result") or {})
-                self.baseline_mean = self.champion_profile.get("mean_ms")
-                self.stand(ev.get("result") or {})
-            elif kind == "research":
-                if ev.get("notes"):
-                    self.notes = ev["notes"]
-            elif kind == "iteration":
-                if tuner is not None and run_dir is not None and ev.get("proposer") == "tuner":
-                    self.replay_tuner(ev, tuner, run_dir)
-                self.apply(ev, tuner)
-
-    def replay_tuner(self, ev: dict, tuner: Tuner, run_dir: Path) -> None:
-        """Re-ask the tuner for this logged proposal from the same champion, so its initial
-        spread, tried set and RNG stand exactly where the uninterrupted run left them."""
-        code = (run_dir / self.champion_file).read_text()
-        tuner.propose(ProposalContext(spec=None, iteration=ev["iteration"], champion_code=code,
-                                      champion_id=self.champion_id, champion_profile={},
-                                      last_promoted=self.last_promoted))
-
-    def apply(self, ev: dict, tuner: Tuner | None) -> None:
-        self.done = max(self.done, ev["iteration"])
-        self.seen.add(ev["iteration"])
-        d = ev.get("decision") or {}
-        self.last_promoted = bool(d.get("promoted"))
-        if tuner is not None and ev.get("candidate_config"):
-            # Live and on --resume alike: every evaluated config, and what became of it (the
-            # tuner stops proposing configs bigger than one that ran out of shared memory).
-            tuner.mark_tried(ev["candidate_config"])
-            tuner.observe(ev["candidate_config"], d.get("verdict"), d.get("reason"))
-        prop = ev.get("proposal") or {}
-        kind = prop.get("error_kind")
-        if kind in LLM_FAILURE_KINDS:   # no candidate was made: nothing to reject or learn from
-            self.transport_failures = self.transport_failures + 1 if kind == "transport" else 0
-            self.refused = bool(prop.get("connection_refused"))
-            self.llm_answered = bool(prop.get("endpoint_answered"))
-            self.since_promotion += 1
-            self.last_parse_error = None
-            return
-        self.transport_failures, self.refused = 0, False
-        if d.get("promoted"):
-            self.champion_id, self.champion_file = ev["candidate_id"], ev["candidate_file"]
-            self.champion_config = ev.get("candidate_config")
-            self.champion_profile = self.profile_from(ev.get("result") or {})
-            self.stand(ev.get("result") or {})
-            self.streak = self.since_promotion = 0
-        else:
-            self.streak += 1
-            self.since_promotion += 1
-            self.rejections.append({"iteration": ev["iteration"], "verdict": d.get("verdict"),
-                                    "reason": d.get("reason"), "note": ev.get("note"),
-                                    "config": ev.get("candidate_config")})
-            self.rejections = self.rejections[-REJECTIONS_KEPT:]
-        self.last_parse_error = (ev.get("proposal") or {}).get("parse_error")
-
-
-
-
 # ---------------------------------------------------------------- main
 
 def loop(args) -> int:
@@ -238,7 +119,7 @@ def loop(args) -> int:
             resume_events, rs = resume.load(run_dir)
             spec = load_spec(resume.spec_path(rs, run_dir))
         except resume.ResumeError as e:
-            raise UserError(str(e)) from None
+            raise KernLoopError(str(e)) from None
         args.backend, args.seed = rs["backend"], rs.get("seed", 0)
         args.iterations = rs.get("iterations") if args.iterations is None else args.iterations
         args.proposer = rs.get("proposer_choice", "auto")
@@ -252,7 +133,7 @@ def loop(args) -> int:
         check_baseline(spec)
     budget = spec.loop["iterations"] if args.iterations is None else args.iterations
     patience = spec.loop["patience"] if args.patience is None else args.patience
-    min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop.get("sigma", 2.0))
+    min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop["sigma"])
     parallel, batch = spec.loop.get("parallel", 1) if args.parallel is None else args.parallel, args.batch or 1
     many = parallel > 1 or batch > 1   # else the one-at-a-time loop, exactly as before
 
@@ -324,7 +205,7 @@ def loop(args) -> int:
             end_run(log, "baseline_failed", why, **st.end_fields(),
                     duration_s=before_s + time.monotonic() - t_start, interruptions=interruptions)
             render_page(run_dir)
-            raise UserError(f"the baseline {spec.baseline} does not pass the checker: "
+            raise KernLoopError(f"the baseline {spec.baseline} does not pass the checker: "
                             f"{bres.get('error')} (run folder: {run_dir})")
         interrupts.check()
         st.baseline_done = True
@@ -389,7 +270,7 @@ def loop(args) -> int:
         render_page(run_dir)
 
     if many:   # up to `parallel` candidates in flight, `batch` per job; ends on a stop rule
-        import scheduler
+        from loop import scheduler
         scheduler.run_many(st, proposer, isinstance(proposer, Tuner), backend, spec, run_dir,
                            parallel, batch, budget, min_gain, sigma, record, stop, say,
                            lambda n: proposal_context(n, st, spec, run_dir),
@@ -425,12 +306,8 @@ def loop(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("new", "check"):   # subcommands; `--spec S` is the loop
-        import checkcmd
-        import onramp
-        return (onramp.main if argv[0] == "new" else checkcmd.main)(argv[1:])
+def run(argv: list[str]) -> int:
+    """`run`: the loop, with Ctrl-C and SIGTERM as one interrupt that ends the run cleanly."""
     args = parse_args(argv)
     interrupts.install()
     if not args.quiet:   # the LLM client logs one line per proposal on the kernloop.* loggers
@@ -438,10 +315,6 @@ def main(argv=None) -> int:
         logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         return loop(args)
-    except (SpecError, UserError, BackendError, ProposerError, RunFolderError,
-            settings.SettingsError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt as e:
         term = isinstance(e, interrupts.Terminated)
         interrupts.ignore()   # a second Ctrl-C must not tear run_end
@@ -452,6 +325,31 @@ def main(argv=None) -> int:
         where = f" (resume with: python orchestrator.py --resume {run_dir})" if run_dir else ""
         print(f"\ninterrupted{where}", file=sys.stderr)
         return 143 if term else 130
+
+
+def command(name: str):
+    """The main function of a subcommand (imported when chosen)."""
+    if name == "new":
+        from onramp import new
+        return new.main
+    if name == "check":
+        from onramp import checkcmd
+        return checkcmd.main
+    if name == "page":
+        import page
+        return page.main
+    return run
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    name = argv[0] if argv and argv[0] in ("run", "new", "check", "page") else "run"
+    rest = argv[1:] if argv[:1] == [name] else argv   # `--spec S` alone is `run --spec S`
+    try:
+        return command(name)(rest)
+    except KernLoopError as e:   # every user error: one line, exit 2
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ logs, a torn last line): the page still renders and says what it could not show.
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import os
 import shutil
@@ -29,9 +28,10 @@ import jinja2
 from markupsafe import escape
 
 import settings
-from cardview import VERDICT_HELP, VERDICTS, RunFiles
-from htmlfmt import as_text, fmt_bool, fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, fmt_ts
-from pageview import LEVELS, LOG_NAME, REFRESH_S, SIZE_BUDGET, build_view
+from errors import ArgParser, KernLoopError
+from view.cardview import VERDICT_HELP, VERDICTS, RunFiles
+from view.htmlfmt import as_text, fmt_bool, fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, fmt_ts
+from view.pageview import LEVELS, LOG_NAME, REFRESH_S, SIZE_BUDGET, build_view
 from trajectory import read_events
 
 HERE = Path(__file__).resolve().parent
@@ -41,7 +41,7 @@ INDEX_NAME = "index.html"
 STRICT = False            # tests flip this on: a template typo then fails loudly instead of rendering ""
 
 
-class PageError(Exception):
+class PageError(KernLoopError):
     """What page.py cannot do (not a run folder, no Chromium, Chromium failed): one error line."""
 
 
@@ -241,7 +241,7 @@ def screenshot(html_path: Path, png_path: Path, width: int = 1400, height: int =
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="page.py", description="Render KernLoop trajectory pages.")
+    ap = ArgParser(prog="page.py", description="Render KernLoop trajectory pages.")
     ap.add_argument("paths", nargs="*", help="RUN_DIR (or RUNS_DIR with --index); with --screenshot: RUN_DIR OUT.png")
     ap.add_argument("--index", action="store_true", help="also (or only, for a runs folder) write the runs index")
     ap.add_argument("--screenshot", action="store_true", help="render RUN_DIR, then screenshot it to OUT.png")

@@ -15,10 +15,12 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from errors import KernLoopError
+
 NONE_WORDS = ("none", "default")   # for variables where the server's own default may be asked for
 
 
-class SettingsError(ValueError):
+class SettingsError(KernLoopError, ValueError):
     """A malformed environment variable; the message names it and the accepted values."""
 
     def __init__(self, name: str, raw: str, accepted: str):
@@ -74,6 +76,11 @@ class Var:
             raise SettingsError(self.name, text, self.accepted())
         return val
 
+
+# A spec's `loop:` keys when it leaves them out: the one table of the loop's defaults (spec.py
+# fills them in; decision.decide's keyword defaults are these).
+LOOP_DEFAULTS = {"iterations": 30, "min_gain": 0.02, "research_after": 3, "patience": 0, "sigma": 2.0,
+                 "parallel": 1}
 
 LLM_BASE_URL = "https://integrate.api.nvidia.com/v1"
 LLM_MODEL = "nvidia/nemotron-3-super-120b-a12b"

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import yaml
 
+from errors import KernLoopError
+from settings import LOOP_DEFAULTS
+
 DTYPES = ("float16", "bfloat16", "float32")
 INT_DTYPES = ("int64", "int32")           # inputs only (class labels, indices): dist randint
 DISTS = ("normal", "uniform", "rand", "randint")   # randn, U(-1,1), torch.rand U[0,1), randint
@@ -25,10 +28,10 @@ OUTPUT_KEYS = {"shape", "dtype"}
 TOLERANCE_KEYS = {"rel_l2", "floor_multiple"}
 COST_KEYS = {"flops", "bytes"}
 TIMING_KEYS = {"warmup", "reps"}
-LOOP_KEYS = {"iterations", "min_gain", "research_after", "patience", "sigma", "parallel"}
+LOOP_KEYS = set(LOOP_DEFAULTS)
 
 
-class SpecError(ValueError):
+class SpecError(KernLoopError, ValueError):
     """A spec that cannot be used: the message names the file and the field (None: the file)."""
 
     def __init__(self, path, field_name, msg):
@@ -306,8 +309,7 @@ def _load(path: Path) -> Spec:
         if not _is_int(timing[k]) or timing[k] < (0 if k == "warmup" else 3):
             raise SpecError(path, f"timing.{k}", f"must be an integer ({'>= 0' if k == 'warmup' else '>= 3'})")
 
-    loop = {"iterations": 30, "min_gain": 0.02, "research_after": 3, "patience": 0, "sigma": 2.0,
-            "parallel": 1, **_mapping(raw, "loop", path, LOOP_KEYS)}
+    loop = {**LOOP_DEFAULTS, **_mapping(raw, "loop", path, LOOP_KEYS)}
     if not _is_int(loop["iterations"]) or loop["iterations"] < 0:
         raise SpecError(path, "loop.iterations", "must be a non-negative integer")
     if not _is_num(loop["min_gain"]) or not (0 <= loop["min_gain"] < 1):

@@ -39,12 +39,12 @@ from spec import load_spec  # noqa: E402
 
 def make(mode: str, checker_args: list[str]):
     if mode == "gpu":
-        from backends import LocalBackend, cuda_visible
+        from backends.local import LocalBackend, cuda_visible
         ok, why = cuda_visible()
         if not ok:
             raise SystemExit(f"error: --mode gpu needs a CUDA GPU ({why}); try --mode interpret")
         return LocalBackend(device=why.split(": ", 1)[-1], extra_args=tuple(checker_args))
-    from backends import SyntheticBackend
+    from backends.local import SyntheticBackend
     return SyntheticBackend(seed=0)
 
 

@@ -189,7 +189,7 @@ def decisions(spec, fn_c, fn_b, args, n, warmup, reps, method="read") -> dict:
                                min_warm_s=0.05, watch=[aten_recorder(torch), aten_recorder(torch)])
         res = {"ok": True, "correct": True, "candidate": summarize(cs, warmup),
                "champion": summarize(bs, warmup)}
-        d = decide(res, min_gain=spec.loop["min_gain"], sigma=spec.loop.get("sigma", 2.0))
+        d = decide(res, min_gain=spec.loop["min_gain"], sigma=spec.loop["sigma"])
         out.append({"promoted": d["promoted"], "gain": d["rule"].get("gain"),
                     "significant": d["rule"].get("significant"),
                     "cand_mean_ms": res["candidate"]["mean_ms"], "champ_mean_ms": res["champion"]["mean_ms"],
@@ -240,8 +240,8 @@ def cost(spec_path, candidate_cfg) -> dict:
     Triton cache, the candidate a config never compiled before. `prewarm` (the default) compiles
     all shapes at once; `serial` (--no-prewarm) shape by shape; `warm` repeats the prewarm job
     with everything cached. Each cold variant gets its own fresh Triton cache."""
-    from backends import LocalBackend
-    from tuner import replace_config
+    from backends.local import LocalBackend
+    from propose.tuner import replace_config
     spec = load_spec(spec_path)
     tmp = Path(tempfile.mkdtemp())
     cand = tmp / "cand.py"
@@ -376,7 +376,7 @@ def main():
     mm = ROOT / "specs" / "matmul.yaml"
     mem = ROOT / a.membound
     if not a.tuned:   # a well-tiled matmul (the tutorial's Hopper config) for the side-by-side rows
-        from tuner import replace_config
+        from propose.tuner import replace_config
         tuned = Path(tempfile.mkdtemp()) / "matmul_tuned.py"
         tuned.write_text(replace_config((ROOT / "specs" / "matmul_naive.py").read_text(), dict(
             BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)))

@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from backends import parse_child, stage_job  # noqa: E402
-from sandbox import run_child  # noqa: E402
+from backends.local import parse_child, stage_job  # noqa: E402
+from backends.sandbox import run_child  # noqa: E402
 from spec import load_spec  # noqa: E402
 
 

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import orchestrator  # noqa: E402
-from backends import LocalBackend  # noqa: E402
+from loop.state import State  # noqa: E402
+from backends.local import LocalBackend  # noqa: E402
 from spec import load_spec  # noqa: E402
 from tests.hostile_cases import CASES, FAULTS, expected_in  # noqa: E402
 from tests.scripted_proposer import Scripted  # noqa: E402
@@ -42,7 +43,7 @@ def main():
     (run / "candidates").mkdir(parents=True)
     (run / "baseline.py").write_text(base)
     backend = LocalBackend(device="local", timeout_s=a.timeout)
-    st = orchestrator.State()
+    st = State()
     st.champion_profile = {"mean_ms": None}
     prop = Scripted(items)
     rows = []

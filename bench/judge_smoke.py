@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from backends import LocalBackend  # noqa: E402
+from backends.local import LocalBackend  # noqa: E402
 from spec import load_spec  # noqa: E402
 from tests.hostile_cases import CASES, expected_in  # noqa: E402
 

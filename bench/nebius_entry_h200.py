@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import settings  # noqa: E402
-from backends import stage_job  # noqa: E402
+from backends.local import stage_job  # noqa: E402
 from nebius_jobs import CONTAINER_DIR, ENTRY, MAX_INJECT_BYTES, entry_words, oversized, write_entry  # noqa: E402
-from nebius_settings import NebiusSettings  # noqa: E402
-from resultline import parse_result_line, validate_result  # noqa: E402
+from backends.nebius_settings import NebiusSettings  # noqa: E402
+from backends.resultline import parse_result_line, validate_result  # noqa: E402
 from spec import load_spec  # noqa: E402
 
 SPEC = ROOT / "specs" / "softmax.yaml"

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from loopback_openai import LoopbackOpenAI, delay, reply  # noqa: E402
-from tuner import replace_config  # noqa: E402
+from propose.tuner import replace_config  # noqa: E402
 
 BASE = (ROOT / "specs" / "matmul_naive.py").read_text()
 SPACE = dict(BLOCK_M=[32, 64, 128], BLOCK_N=[32, 64, 128], BLOCK_K=[32, 64], GROUP_M=[1, 8],

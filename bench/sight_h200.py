@@ -117,8 +117,8 @@ class Bench:
 
 
 def part_softmax(b: Bench, spec, out: dict) -> None:
-    from diagnosis import compulsory_bytes, diagnose
-    from tuner import replace_config
+    from standing.diagnosis import compulsory_bytes, diagnose
+    from propose.tuner import replace_config
     from checker.ncu import find_ncu, run_ncu
     spec_d = spec.to_checker()
     spec_d["compare"] = spec.compare

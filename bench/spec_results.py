@@ -70,7 +70,7 @@ def side_by_side(spec, run_dir: Path, reps: int) -> dict:
     if hand.exists():   # a structure the tuner cannot reach, written by hand (see bench/by_hand)
         # First through the real checker in its own process (every spec shape, hostile-candidate
         # rules, A/B against the champion): a crash there cannot poison this process's timings.
-        from backends import LocalBackend
+        from backends.local import LocalBackend
         r = LocalBackend(device="local").evaluate(spec, hand, run_dir / "champion.py",
                                                   run_dir / "jobs" / "by_hand")
         hand_check = {k: r.get(k) for k in ("ok", "correct", "error", "rel_l2", "candidate", "champion",

@@ -1,5 +1,5 @@
 """briefing.py: the words the prompt, the final line and the page use for where a champion stands."""
-from briefing import MODELED, final_line, kernel_line, peers_lines, profile_lines, section
+from standing.briefing import MODELED, final_line, kernel_line, peers_lines, profile_lines, section
 from checker.kernelprofile import SM_LIMITS, kernel_summary
 
 PEERS = {"torch.softmax": {"median_ms": 0.1274, "mean_ms": 0.128, "std_ms": 0.001},

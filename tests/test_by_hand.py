@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import contract
-from resultline import parse_result_line
+from backends.resultline import parse_result_line
 from spec import load_spec
-from tuner import replace_config
+from propose.tuner import replace_config
 
 ROOT = Path(__file__).resolve().parent.parent
 HAND = sorted((ROOT / "bench" / "by_hand").glob("*.py"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from resultline import MARKER, parse_result_line
+from backends.resultline import MARKER, parse_result_line
 from spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,10 +8,10 @@ import pytest
 
 import contract
 import hostile_cases
-import prompt
-from proposer import ProposalContext
+from propose import prompt
+from propose.proposer import ProposalContext
 from spec import load_spec
-from tuner import Tuner
+from propose.tuner import Tuner
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = {p.stem: load_spec(p) for p in sorted((ROOT / "specs").glob("*.yaml"))}
@@ -317,7 +317,7 @@ def test_hostile_construct_is_rejected_with_its_line_and_reason(code, line, reas
 def test_the_option_names_cover_the_installed_triton():
     """Triton hands every launch keyword to its backend's options; the contract's list of those
     names must hold all of the installed Triton's (a new option must not pass as a parameter)."""
-    from contract_launcher import TRITON_OPTIONS
+    from contract.launcher import TRITON_OPTIONS
     from triton.backends.nvidia.compiler import CUDAOptions
     fields = set(CUDAOptions.__dataclass_fields__)
     try:

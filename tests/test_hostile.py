@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 import orchestrator
-from backends import SyntheticBackend, parse_child
-from sandbox import run_child, stripped_env
+from loop.state import State
+from backends.local import SyntheticBackend, parse_child
+from backends.sandbox import run_child, stripped_env
 from spec import load_spec
 from tests.hostile_cases import CASES, FAULTS, expected_in
 from tests.scripted_proposer import Scripted
@@ -151,7 +152,7 @@ def test_loop_goes_on_and_champion_never_changes(tmp_path):
     picks = ["returns_zeros", "torch_fallback_matmul", "patches_event_timer", "mutates_input"]
     codes = [(n, CASES[n][0](BASE)) for n in picks] + [("segfault", FAULTS["segfault"][0](BASE))]
     prop = Scripted(codes)
-    st = orchestrator.State()
+    st = State()
     st.champion_profile = {"mean_ms": 1.0}
     backend = SyntheticBackend()
     for i in range(1, len(codes) + 1):

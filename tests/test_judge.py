@@ -12,12 +12,13 @@ import sys
 from pathlib import Path
 
 import orchestrator
-from backends import Backend, parse_child
+from loop.state import State
+from backends.local import Backend, parse_child
 from checker.timing import clock_verdict
 from checker.validate import Reject, judge_values
 from decision import decide
-from resultline import MARKER, parse_result_line, validate_result
-from sandbox import run_child
+from backends.resultline import MARKER, parse_result_line, validate_result
+from backends.sandbox import run_child
 from spec import load_spec
 from tests.hostile_cases import CASES
 from tests.scripted_proposer import Scripted
@@ -180,7 +181,7 @@ def test_loop_survives_a_malformed_result_line_and_keeps_its_champion(tmp_path):
     run = tmp_path / "run"
     (run / "candidates").mkdir(parents=True)
     (run / "baseline.py").write_text(BASE)
-    st = orchestrator.State()
+    st = State()
     st.champion_profile = {"mean_ms": 1.0}
     backend = FakeCheckerBackend(script)
     prop = Scripted([BASE, BASE])
@@ -196,7 +197,7 @@ def test_loop_survives_a_malformed_result_line_and_keeps_its_champion(tmp_path):
 def test_every_checker_module_is_staged_with_the_job(tmp_path):
     """A job (local folder or Nebius container) holds the checker's files flat: a module left
     out of the list would be missing there while every test here still found it."""
-    from backends import CHECKER_MODULES, CHECKER_SIGHT, stage_job
+    from backends.local import CHECKER_MODULES, CHECKER_SIGHT, stage_job
     here = {p.name for p in (ROOT / "checker").glob("*.py")
             if p.name != "__init__.py" and not p.name.endswith("_entry.py")}   # entries: per backend
     assert set(CHECKER_MODULES) | {p.name for p in CHECKER_SIGHT} == here

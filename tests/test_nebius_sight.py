@@ -23,11 +23,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import briefing  # noqa: E402
+from standing import briefing  # noqa: E402
 import fake_nebius  # noqa: E402
 import nebius_jobs as nj  # noqa: E402
 import page  # noqa: E402
-from backends import CHECKER_MODULES, CHECKER_SIGHT  # noqa: E402
+from backends.local import CHECKER_MODULES, CHECKER_SIGHT  # noqa: E402
 from loopback_openai import LoopbackOpenAI, reply  # noqa: E402
 from spec import load_spec  # noqa: E402
 from test_nebius_jobs import FAST, fake, flag_values  # noqa: E402,F401

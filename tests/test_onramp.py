@@ -243,7 +243,7 @@ def test_check_against_a_file_baseline(tmp_path):
 
 def test_a_torch_side_reaches_a_nebius_job_as_a_flag(tmp_path):
     """The job's entry passes --champion-torch when no champion file was injected."""
-    from backends import stage_job
+    from backends.local import stage_job
     from nebius_jobs import write_entry
     spec = load_spec(ROOT / "specs" / "softmax.yaml")
     files = stage_job(spec, spec.baseline, None, tmp_path)

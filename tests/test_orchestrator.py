@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import orchestrator
-import terminal
-from backends import SyntheticBackend
+from loop.state import State
+from loop import terminal
+from backends.local import SyntheticBackend
 from spec import load_spec
 from tests.scripted_proposer import Scripted
 from trajectory import read_events
@@ -96,7 +97,7 @@ def test_planted_wrong_candidate_rejected_with_rel_l2(tmp_path):
     run = tmp_path / "run"
     (run / "candidates").mkdir(parents=True)
     (run / "baseline.py").write_text(base)
-    st = orchestrator.State()
+    st = State()
     st.champion_profile = {"mean_ms": 1.0}
     ev, fatal = orchestrator.run_iteration(1, st, spec, Scripted([wrong]), SyntheticBackend(), run, 0.02, 2.0)
     assert not fatal and ev["contract"]["ok"]
@@ -112,7 +113,7 @@ def test_contract_violation_is_invalid_before_any_run(tmp_path):
     run = tmp_path / "run"
     (run / "candidates").mkdir(parents=True)
     (run / "baseline.py").write_text(base)
-    st = orchestrator.State()
+    st = State()
     cheat = base.replace("    cfg = CONFIG\n", "    return torch.mm(a, b)\n")
     ev, _ = orchestrator.run_iteration(1, st, spec, Scripted([cheat]), SyntheticBackend(), run, 0.02, 2.0)
     assert ev["decision"]["verdict"] == "invalid" and "torch.mm" in ev["decision"]["reason"]

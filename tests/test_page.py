@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import htmlfmt  # noqa: E402
+from view import htmlfmt  # noqa: E402
 import page  # noqa: E402
 import trajectory  # noqa: E402
 from browser import Browser, find_chromium  # noqa: E402

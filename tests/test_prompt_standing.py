@@ -20,13 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import briefing  # noqa: E402
+from standing import briefing  # noqa: E402
 import nemotron_client as nc  # noqa: E402
-import prompt  # noqa: E402
+from propose import prompt  # noqa: E402
 from checker.kernelprofile import SM_LIMITS, kernel_summary, launch_bound  # noqa: E402
-from diagnosis import compulsory_bytes  # noqa: E402
+from standing.diagnosis import compulsory_bytes  # noqa: E402
 from loopback_openai import LoopbackOpenAI, reply  # noqa: E402
-from proposer import ProposalContext  # noqa: E402
+from propose.proposer import ProposalContext  # noqa: E402
 from spec import load_spec  # noqa: E402
 
 SPEC = load_spec(ROOT / "specs" / "softmax.yaml")
@@ -81,7 +81,7 @@ def test_prompt_holds_device_peers_time_to_beat_diagnosis_and_configs():
 
 
 def _with_config(code: str, note: str, **cfg) -> str:
-    from tuner import replace_config
+    from propose.tuner import replace_config
     import contract
     body = replace_config(code, {**contract.read_config(code), **cfg})
     return f"# NOTE: {note}\n" + "".join(l for l in body.splitlines(keepends=True) if not l.startswith("# NOTE:"))

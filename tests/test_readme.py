@@ -4,11 +4,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+ARCHITECTURE = (ROOT / "docs" / "drafts" / "architecture.md").read_text()   # the module table (README links it)
+PACKAGES = sorted(p.parent for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("checker", "bench", "tests"))
 
 
 def test_every_environment_variable_is_documented():
     names = set()
-    for f in [*ROOT.glob("*.py"), *(ROOT / "checker").glob("*.py"), *(ROOT / "tests").glob("test_page.py")]:
+    for f in [*ROOT.glob("*.py"), *[f for d in PACKAGES for f in d.glob("*.py")], *(ROOT / "checker").glob("*.py"),
+              *(ROOT / "tests").glob("test_page.py")]:
         names |= set(re.findall(r'"((?:KERNLOOP|TAVILY|NVIDIA)_[A-Z_]*[A-Z])"', f.read_text()))
     assert names, "no variables found: the scan is broken"
     missing = sorted(n for n in names if f"`{n}`" not in README)
@@ -37,7 +40,7 @@ def test_the_event_table_is_the_schema():
 
 
 def test_the_module_table_lists_every_module():
-    rows = set(re.findall(r"^\| `([\w/]+\.py)`", README, re.M))
-    files = {p.name for p in ROOT.glob("*.py")} | {f"checker/{p.name}" for p in (ROOT / "checker").glob("*.py")
-                                                   if p.name != "__init__.py"}
+    rows = set(re.findall(r"^\| `([\w/]+\.py)`", ARCHITECTURE, re.M))
+    files = {p.name for p in ROOT.glob("*.py")} | {f"{d.name}/{p.name}" for d in [*PACKAGES, ROOT / "checker"]
+                                                   for p in d.glob("*.py") if p.name != "__init__.py"}
     assert sorted(files - rows) == [] and sorted(r for r in rows - files if "/" in r or r.endswith(".py")) == []

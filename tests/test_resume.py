@@ -127,7 +127,7 @@ def test_interrupted_tuner_run_resumes_exactly_as_the_uninterrupted_one(tmp_path
 def test_a_signal_swallowed_while_a_child_is_spawned_is_raised_later_and_not_printed():
     """Python runs handlers inside logging's at-fork hook too, which swallows the exception:
     interrupts.check() raises it between iterations, and nothing is printed for it."""
-    code = ("import os, signal, subprocess, sys; sys.path.insert(0, sys.argv[1]); import interrupts\n"
+    code = ("import os, signal, subprocess, sys; sys.path.insert(0, sys.argv[1]); from loop import interrupts\n"
             "interrupts.install()\n"
             "os.register_at_fork(after_in_parent=lambda: interrupts._on_signal(signal.SIGTERM, None))\n"
             "subprocess.run(['true'], preexec_fn=lambda: None)   # like sandbox.run_child\n"

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator
-import scheduler
-from backends import Backend, SYNTHETIC_DEVICE
+from loop.iteration import candidate_event, proposal_context
+from loop.state import State
+from loop import scheduler
+from backends.local import Backend, SYNTHETIC_DEVICE
 from spec import load_spec
 from tests.scripted_proposer import Scripted
-from tuner import replace_config
+from propose.tuner import replace_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "specs" / "matmul.yaml")
@@ -87,7 +88,7 @@ def drive(tmp_path, backend, n, parallel, batch=1, budget=None, research_after=N
     run_dir = tmp_path / "run"
     (run_dir / "candidates").mkdir(parents=True)
     (run_dir / "baseline.py").write_text(BASE)
-    st = orchestrator.State()
+    st = State()
     st.baseline_done, st.champion_profile = True, {"mean_ms": 1.0}
     logged, research = [], []
     budget = n if budget is None else budget
@@ -101,8 +102,8 @@ def drive(tmp_path, backend, n, parallel, batch=1, budget=None, research_after=N
             research.append((len(logged), [e["candidate_id"] for e in logged]))
 
     hooks = scheduler.Hooks(
-        context=lambda i: orchestrator.proposal_context(i, st, SPEC, run_dir),
-        prepare=lambda i, ctx, prop, t0: orchestrator.candidate_event(i, ctx, prop, SPEC, run_dir, t0),
+        context=lambda i: proposal_context(i, st, SPEC, run_dir),
+        prepare=lambda i, ctx, prop, t0: candidate_event(i, ctx, prop, SPEC, run_dir, t0),
         record=record, decided=lambda: len(st.seen),
         stop=lambda: "budget" if len(st.seen) >= budget else None,
         champion=lambda: (st.champion_id, st.champion_file), say=lambda s: None)

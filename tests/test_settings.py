@@ -42,9 +42,13 @@ def test_typed_values_defaults_and_none():
         settings.get("KERNLOOP_NO_SUCH_THING", {})
 
 
+def _packages():
+    return sorted(p.parent for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("checker", "bench", "tests"))
+
+
 def _code_files():
-    return [*ROOT.glob("*.py"), *(ROOT / "checker").glob("*.py"), *(ROOT / "tests").glob("*.py"),
-            ROOT / ".ci" / "run"]
+    return [*ROOT.glob("*.py"), *[f for d in _packages() for f in d.glob("*.py")], *(ROOT / "checker").glob("*.py"),
+            *(ROOT / "tests").glob("*.py"), ROOT / ".ci" / "run"]
 
 
 def test_every_variable_the_code_names_is_declared_and_every_declared_one_is_used():
@@ -64,7 +68,7 @@ def test_every_variable_the_code_names_is_declared_and_every_declared_one_is_use
 
 def test_no_module_parses_the_environment_itself():
     """Only settings.py turns variables into values; others may pass os.environ along."""
-    for f in [*ROOT.glob("*.py")]:
+    for f in [*ROOT.glob("*.py"), *[f for d in _packages() for f in d.glob("*.py")]]:
         if f.name == "settings.py":
             continue
         for m in re.finditer(r"os\.environ(?:\.get)?\(?\[?\"((?:KERNLOOP|TAVILY|NVIDIA)_\w+)", f.read_text()):
@@ -79,3 +83,17 @@ def test_readme_environment_table_is_the_settings_table_each_variable_once():
     for name in settings.VARS:   # documented once in the whole README: in this table
         assert readme.count(f"| `{name}` |") == 1, name
     assert "||" not in readme
+
+
+def test_the_loop_defaults_are_one_table():
+    import inspect
+
+    import decision
+    from spec import LOOP_KEYS
+    assert LOOP_KEYS == set(settings.LOOP_DEFAULTS)
+    params = inspect.signature(decision.decide).parameters
+    assert params["min_gain"].default == settings.LOOP_DEFAULTS["min_gain"]
+    assert params["sigma"].default == settings.LOOP_DEFAULTS["sigma"]
+    src = "".join(p.read_text() for p in [*ROOT.glob("*.py"), *[f for d in _packages() for f in d.glob("*.py")]]
+                  if p.name != "settings.py")
+    assert not re.search(r"\b0\.02\b|\"sigma\", 2\.0", src), "a loop default written again outside settings.py"

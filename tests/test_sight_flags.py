@@ -5,8 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backends import CHECKER_SIGHT, stage_job
-from resultline import parse_result_line
+from backends.local import CHECKER_SIGHT, stage_job
+from backends.resultline import parse_result_line
 from spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import contract  # noqa: E402
-import perfmodel  # noqa: E402
+from backends import perfmodel  # noqa: E402
 import spec as specmod  # noqa: E402
-import tuner  # noqa: E402
-from resultline import parse_result_line  # noqa: E402
+from propose import tuner  # noqa: E402
+from backends.resultline import parse_result_line  # noqa: E402
 
 SPECS = ROOT / "specs"
 NEW_SPECS = ["softmax", "rmsnorm", "gemv", "layernorm", "matmul_bias_gelu"]

@@ -1,0 +1,309 @@
+"""Backends run the checker on (candidate, champion) and return its parsed result line.
+
+Every backend returns a result dict (the checker's result line plus `backend`, `synthetic` and
+`backend_meta`) and never raises for a candidate's fault: a crash, a timeout or a missing result
+line becomes a clean failed result with the tail of stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+from backends import perfmodel
+import settings
+from errors import KernLoopError
+from contract import read_config
+from backends.resultline import ResultLineError, parse_result_line, validate_result
+from backends.sandbox import run_child
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKER = ROOT / "checker" / "check.py"
+# Every file the checker runs from, copied flat next to each other (a Nebius job injects them so).
+CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "contain.py",
+                   "timing.py", "validate.py")
+# what the judge imports only for --peers / --profile-kernel, staged beside it
+CHECKER_SIGHT = [ROOT / "checker" / n for n in ("sight.py", "peers.py", "kernelprofile.py", "ncu.py")]
+SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
+                    "correctness by the Triton interpreter on the CPU)")
+
+
+class BackendError(KernLoopError):
+    """A backend that cannot be built or configured here; the CLI prints it as one error line."""
+
+
+def failed_result(backend: str, synthetic: bool, stage: str, error: str, **meta) -> dict:
+    return {"ok": False, "stage": stage, "error": error, "correct": None, "rel_l2": {},
+            "candidate": None, "champion": None, "roofline": None, "backend": backend,
+            "synthetic": synthetic, "backend_meta": meta}
+
+
+def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path) -> dict[str, Path]:
+    """Copy what one checker run needs into `workdir`; return the (absolute) paths by role.
+    A side given as None is the spec's reference run in torch (`baseline: torch`): it has no
+    file, and `side_args` says so to the checker."""
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    files = {"spec": workdir / "spec.json", "checker": workdir / "check.py"}
+    files["spec"].write_text(json.dumps(spec.to_checker(), indent=1))
+    for side, src in (("candidate", candidate), ("champion", champion)):
+        if src is not None:
+            files[side] = workdir / f"{side}.py"
+            shutil.copyfile(src, files[side])
+    shutil.copyfile(CHECKER, files["checker"])
+    for name in CHECKER_MODULES[1:]:
+        files[f"checker_{name[:-3]}"] = workdir / name
+        shutil.copyfile(CHECKER.parent / name, files[f"checker_{name[:-3]}"])
+    for src in CHECKER_SIGHT:
+        files[f"checker_{src.stem}"] = workdir / src.name
+        shutil.copyfile(src, files[f"checker_{src.stem}"])
+    return files
+
+
+def side_args(files: dict) -> list[str]:
+    """The checker's candidate and champion arguments: a file, or `--<side>-torch`."""
+    out = []
+    for side in ("candidate", "champion"):
+        out += [f"--{side}", str(files[side])] if side in files else [f"--{side}-torch"]
+    return out
+
+
+def parse_child(out, backend: str, synthetic: bool, log_path: Path | None) -> dict:
+    """Turn a finished child into a result: the one result line, or a clean error."""
+    if log_path is not None:
+        log_path.write_text(out.stderr[-200_000:], encoding="utf-8")
+    tail = out.stderr[-1500:]
+    meta = {"wall_s": round(out.wall_s, 3), "returncode": out.returncode}
+    if out.timed_out:
+        return failed_result(backend, synthetic, "backend",
+                             f"checker timed out after {out.wall_s:.0f} s (process group killed)",
+                             stderr_tail=tail, **meta)
+    try:
+        res = parse_result_line(out.stdout)
+    except ResultLineError as e:
+        return failed_result(backend, synthetic, "backend",
+                             f"{e} (exit code {out.returncode}); stderr tail: {tail[-400:]}",
+                             stderr_tail=tail, **meta)
+    problems = validate_result(res)
+    if problems:   # a child's line is data, never trusted for its shape
+        return failed_result(backend, synthetic, "backend",
+                             f"malformed result line: {'; '.join(problems[:5])}",
+                             stderr_tail=tail, **meta)
+    if out.returncode != 0:
+        meta["note"] = "checker exited non-zero after its result line"
+    res["backend"], res["synthetic"] = backend, synthetic
+    res.setdefault("backend_meta", {}).update(meta)
+    if not res.get("ok"):
+        res["backend_meta"]["stderr_tail"] = tail
+    return res
+
+
+class Backend:
+    name = "base"
+    synthetic = False
+    times_peers = False   # evaluate(..., peers=True) times the spec's peers in the same job
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "device": self.device, "synthetic": self.synthetic}
+
+    def evaluate(self, spec, candidate: Path, champion: Path, workdir: Path, configs: dict | None = None,
+                 peers: bool = False, slot: str | None = None) -> dict:
+        """The checker's result for candidate vs champion, timed in ONE job on ONE worker (`slot`,
+        from slots()). `configs` ({"candidate": CONFIG dict, "champion": ...}, parsed once by the
+        loop) spares a backend that needs them a re-parse.
+        `peers`: also time the spec's peers beside the candidate (where `times_peers`)."""
+        raise NotImplementedError
+
+    def slots(self, parallel: int) -> list[str]:
+        """The evaluation workers for `parallel` candidates in flight: one job at a time each."""
+        return ["worker0"]
+
+    def evaluate_batch(self, spec, candidates: list[tuple[str, Path]], champion: Path,
+                       workdir: Path, slot: str | None = None) -> list[dict]:
+        """Time each (id, file) against the champion, one after another on the same worker, each
+        in its own checker process; one result per candidate, in order."""
+        return [self.evaluate(spec, path, champion, Path(workdir) / cid, slot=slot)
+                for cid, path in candidates]
+
+
+def pycache_env(package_dir: Path | None = None) -> dict:
+    """Environment for checker children so Python's bytecode of torch is cached between them.
+
+    Why: where bytecode is not kept (PYTHONDONTWRITEBYTECODE set, as on the H200 image here, or a
+    read-only install), every checker process recompiles torch's Python sources: about 2 s of
+    each candidate (measured: 6.3 s -> 4.2 s per matmul candidate). The children then write it
+    under KernLoop's own cache folder (PYTHONPYCACHEPREFIX), never into site-packages. Left alone
+    when the user set PYTHONPYCACHEPREFIX, when KERNLOOP_PYCACHE=0, or when the install already
+    keeps its bytecode."""
+    if os.environ.get("PYTHONPYCACHEPREFIX") or settings.get("KERNLOOP_PYCACHE") == "0":
+        return {}
+    if package_dir is None:
+        try:
+            import torch
+        except ImportError:
+            return {}
+        package_dir = Path(torch.__file__).parent
+    cache = package_dir / "__pycache__"
+    keeps = os.access(cache if cache.exists() else package_dir, os.W_OK)
+    if keeps and not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return {}
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return {"PYTHONPYCACHEPREFIX": str(base / "kernloop" / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
+
+
+class LocalBackend(Backend):
+    """The checker in a child process on this machine's GPU."""
+    name = "local"
+
+    def __init__(self, device: str = "local CUDA GPU", timeout_s: float | None = None,
+                 extra_args: tuple = ()):
+        self.device = device
+        self.timeout_s = timeout_s or settings.get("KERNLOOP_CHECK_TIMEOUT_S")
+        self.extra_args = tuple(extra_args)   # checker flags, for benchmarks (e.g. --no-prewarm)
+        self.env_extra = pycache_env()
+
+    times_peers = True
+
+    def slots(self, parallel: int) -> list[str]:
+        """One worker per visible GPU, named by the CUDA_VISIBLE_DEVICES entry that pins it."""
+        return visible_gpus() or ["0"]
+
+    def command(self, f: dict[str, Path], slot: str | None, peers: bool = False) -> tuple[list[str], dict]:
+        """The one checker process of a job and its environment: candidate and champion are
+        timed in it, on the one GPU the slot pins."""
+        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
+               "--mode", "gpu", "--backend", self.name, "--profile-kernel",
+               *(["--peers"] if peers else []), *self.extra_args]
+        env = dict(self.env_extra)
+        if slot is not None:
+            env["CUDA_VISIBLE_DEVICES"] = slot
+        return cmd, env
+
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
+        f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
+        cmd, env = self.command(f, slot, peers)
+        out = run_child(cmd, self.timeout_s, cwd=str(workdir), env_extra=env)
+        res = parse_child(out, self.name, False, Path(workdir) / "checker.log")
+        if slot is not None:
+            res.setdefault("backend_meta", {})["cuda_visible_devices"] = slot
+        return res
+
+
+class SyntheticBackend(Backend):
+    """Correctness is REAL (Triton interpreter on the CPU, check shapes, fp16 for bf16);
+    timing is MODELED (perfmodel.py) with deterministic noise. Labelled synthetic everywhere."""
+    name = "synthetic"
+    synthetic = True
+    device = SYNTHETIC_DEVICE
+    NOISE = 0.01   # relative std of modeled per-rep noise
+
+    def __init__(self, seed: int = 0, timeout_s: float | None = None):
+        self.seed = seed
+        self.jobs = 0
+        self._lock = threading.Lock()   # jobs may run in several threads (--parallel)
+        self.timeout_s = timeout_s or settings.get("KERNLOOP_CHECK_TIMEOUT_S")
+
+    def _samples(self, mean_ms: float, n: int, tag: str, job: str) -> list[float]:
+        # Keyed by the job's folder (baseline, it0001, ...), not a counter: a resumed run
+        # models the same numbers for the same candidate as the uninterrupted run.
+        rng = random.Random(f"{self.seed}:{job}:{tag}")
+        return [mean_ms * (1.0 + rng.gauss(0.0, self.NOISE)) for _ in range(n)]
+
+    def slots(self, parallel: int) -> list[str]:
+        """CPU workers: KERNLOOP_SYNTHETIC_WORKERS, else one per core; at most one per candidate
+        in flight."""
+        n = settings.get("KERNLOOP_SYNTHETIC_WORKERS") or os.cpu_count() or 1
+        return [f"cpu{i}" for i in range(max(1, min(parallel, n)))]
+
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
+        # peers: modeled runs leave them out (there is no model of torch's or Liger's kernels)
+        with self._lock:
+            self.jobs += 1
+        job = Path(workdir).name
+        f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
+        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
+               "--mode", "interpret", "--backend", self.name, "--synthetic"]
+        out = run_child(cmd, self.timeout_s, cwd=str(workdir),
+                        env_extra={"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
+        res = parse_child(out, self.name, True, Path(workdir) / "checker.log")
+        return self.model(res, spec, f, configs, job)
+
+    def model(self, res: dict, spec, f: dict, configs: dict | None, job: str) -> dict:
+        """Fill a passed interpreter run's timing from the model (files `f` as staged; `job`
+        keys the noise). Also used by the Ray backend's synthetic mode."""
+        from checker.timing import roofline, summarize, ceilings_for
+        res["device"] = SYNTHETIC_DEVICE
+        res["timing_model"] = "perfmodel.py (modeled H200; not a measurement)"
+        if not res.get("ok"):
+            return res
+        shape = spec.shapes[0]
+        _, nbytes = spec.cost_of(shape)
+        cfgs = {}
+        for side in ("candidate", "champion"):
+            if side not in f:   # the torch reference: no CONFIG, modeled as a vendor kernel
+                continue
+            cfg = (configs or {}).get(side) or read_config(f[side].read_text())
+            if cfg is None:
+                res.update(ok=False, stage="timing",
+                           error=f"synthetic timing needs a CONFIG literal in the {side}")
+                return res
+            cfgs[side] = cfg
+        warm, reps = spec.timing["warmup"], spec.timing["reps"]
+        flops, _ = spec.cost_of(shape)
+        try:
+            means = {side: perfmodel.predict_ms(spec.model, shape, cfgs[side], nbytes)
+                     if side in cfgs else perfmodel.torch_ms(spec.model, flops, nbytes)
+                     for side in ("candidate", "champion")}
+            if len(cfgs) < 2:
+                res["timing_model"] += f"; torch side: {perfmodel.TORCH_MODEL}"
+        except perfmodel.ModelError as e:
+            res.update(ok=False, stage="timing", error=f"(synthetic) {e}")
+            return res
+        flops, nbytes = spec.cost_of(shape)
+        cost = {"flops": flops, "bytes": nbytes}
+        ceil = ceilings_for("H200")
+        for side in ("candidate", "champion"):
+            res[side] = summarize(self._samples(means[side], reps, side, job), warm)
+        res["roofline"] = {s: roofline(res[s], cost, ceil) for s in ("candidate", "champion")}
+        res["ceilings"] = ceil
+        res["stage"] = "done"
+        return res
+
+
+def _path(p) -> Path | None:
+    return None if p is None else Path(p)
+
+
+def cuda_visible() -> tuple[bool, str]:
+    """(is a CUDA GPU usable here, why) without leaving CUDA initialised in this process."""
+    try:
+        import torch
+    except ImportError:
+        return False, "torch is not installed"
+    try:
+        if torch.cuda.is_available():
+            return True, f"CUDA GPU visible: {torch.cuda.get_device_name(0)}"
+        return False, "no CUDA GPU visible to torch"
+    except Exception as e:   # broken driver installs raise here
+        return False, f"CUDA check failed: {e}"
+
+
+def gpu_slots(count: int, visible: str | None) -> list[str]:
+    """One slot per GPU: the CUDA_VISIBLE_DEVICES entry that pins a job to it. A user's own
+    CUDA_VISIBLE_DEVICES (ids or UUIDs) is kept: its entries are the slots."""
+    given = [d.strip() for d in (visible or "").split(",") if d.strip()]
+    return given[:count] if given else [str(i) for i in range(count)]
+
+
+def visible_gpus() -> list[str]:
+    """The slots of the GPUs this process may use, without initialising CUDA here."""
+    try:
+        import torch
+        count = torch.cuda.device_count()
+    except Exception:   # noqa: BLE001 - no torch or a broken driver: the caller falls back
+        return []
+    return gpu_slots(count, os.environ.get("CUDA_VISIBLE_DEVICES"))

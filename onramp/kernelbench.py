@@ -1,0 +1,281 @@
+"""Read a KernelBench level-1/level-2 problem file (Model, get_inputs, get_init_inputs) into a spec draft."""
+from __future__ import annotations
+
+import ast
+import copy
+import math
+from pathlib import Path
+
+from onramp.draft import ELEM_BYTES, Draft, OnrampError
+
+DTYPE_NAMES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16",
+               "torch.int64": "int64", "torch.int32": "int32"}
+PROBE0 = 100_003            # constants are replaced one at a time by PROBE0 + 2k (never a real size)
+MEMORY_BUDGET = 2 * 2**30   # bytes of inputs + output at the timed shape (the checker holds copies)
+
+
+class Sym(str):
+    """A size that is a module-level constant of the problem (a spec symbol); `.value` its size."""
+
+    def __new__(cls, name: str, value: int):
+        s = super().__new__(cls, name)
+        s.value = value
+        return s
+
+
+def _constants(tree: ast.Module) -> list[tuple[str, ast.Constant]]:
+    """Module-level ints: `name = 4096`, and the ints inside `name = (4096, 8)` as name_0, name_1."""
+    out = []
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            continue
+        name, v = node.targets[0].id, node.value
+        if isinstance(v, ast.Constant) and type(v.value) is int:
+            out.append((name, v))
+        elif isinstance(v, (ast.Tuple, ast.List)):
+            out += [(f"{name}_{i}", e) for i, e in enumerate(v.elts)
+                    if isinstance(e, ast.Constant) and type(e.value) is int]
+    return out
+
+
+def _record(torch, ns: dict) -> dict:
+    """Run get_init_inputs/get_inputs and the model on the meta device, recording how each input
+    tensor was drawn. Returns shapes, dtypes, draws, init args, parameter shapes, output shape."""
+    from torch.overrides import TorchFunctionMode
+    draws = {}
+    factories = {torch.randn: "normal", torch.rand: "rand", torch.randint: "randint"}
+    others = {torch.ones, torch.zeros, torch.empty, torch.full, torch.arange, torch.tensor,
+              torch.randn_like, torch.rand_like, torch.randperm}
+
+    class Meta(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func in factories or func in others:
+                kwargs["device"] = "meta"
+            out = func(*args, **kwargs)
+            if func in factories:
+                draws[id(out)] = (factories[func], args, kwargs)
+            return out
+
+    with Meta():
+        init = list(ns["get_init_inputs"]())
+        inputs = list(ns["get_inputs"]())
+        with torch.device("meta"):
+            model = ns["Model"](*init)
+        out = model(*inputs)
+    if not all(isinstance(x, torch.Tensor) for x in inputs):
+        raise OnrampError("get_inputs() must return tensors only (KernLoop inputs are tensors)")
+    rec = {"init": init, "inputs": [], "params": [(n, list(p.shape)) for n, p in model.named_parameters()],
+           "out": list(out.shape) if isinstance(out, torch.Tensor) else None}
+    for x in inputs:
+        kind, args, kw = draws.get(id(x), (None, (), {}))
+        bounds = None
+        if kind == "randint":
+            pos = [a for a in args if isinstance(a, int)]
+            lo, hi = (pos[0], pos[1]) if len(pos) >= 2 else (kw.get("low", 0), pos[0] if pos else kw["high"])
+            bounds = [lo, hi]
+        rec["inputs"].append({"shape": list(x.shape), "dtype": DTYPE_NAMES.get(str(x.dtype), str(x.dtype)),
+                              "dist": kind, "bounds": bounds})
+    return rec
+
+
+def _run(source: str, tree: ast.Module, path: Path) -> dict:
+    import torch
+    ns = {"__name__": "kernloop_kernelbench"}
+    try:
+        exec(compile(tree, str(path), "exec"), ns)
+    except Exception as e:   # noqa: BLE001 - the user's problem file
+        raise OnrampError(f"{path}: running the problem file failed: {type(e).__name__}: {e}") from None
+    try:
+        return _record(torch, ns)
+    except OnrampError:
+        raise
+    except Exception as e:   # noqa: BLE001
+        raise OnrampError(f"{path}: Model, get_inputs() or get_init_inputs() failed on meta tensors: "
+                          f"{type(e).__name__}: {str(e)[:300]}") from None
+
+
+def _name_sizes(base, probed: dict, what: str):
+    """Replace every size in `base` (nested lists/tuples of ints) by the constant it is, if any."""
+    if isinstance(base, (list, tuple)):
+        for k, (p, v) in probed.items():
+            if not isinstance(v, (list, tuple)) or len(v) != len(base):
+                raise OnrampError(f"{what}: its structure changes when the constant {k} changes")
+        return type(base)(_name_sizes(b, {k: (p, v[i]) for k, (p, v) in probed.items()}, f"{what}[{i}]")
+                          for i, b in enumerate(base))
+    if type(base) is not int:
+        return base
+    for name, (probe, val) in probed.items():
+        if val == probe:
+            return Sym(name, base)
+    for name, (probe, val) in probed.items():
+        if val != base:
+            raise OnrampError(f"{what} is derived from the constant {name} ({base} becomes {val} when "
+                              f"{name} changes): only a constant itself can be a size")
+    return base
+
+
+def _render(v, symbols) -> str:
+    if isinstance(v, Sym):
+        return str(v) if str(v) in symbols else repr(v.value)
+    if isinstance(v, tuple):
+        return "(" + "".join(_render(x, symbols) + ", " for x in v) + ")"
+    if isinstance(v, list):
+        return "[" + ", ".join(_render(x, symbols) for x in v) + "]"
+    if isinstance(v, (int, float, str, bool, type(None))):
+        return repr(v)
+    raise OnrampError(f"get_init_inputs() returns a {type(v).__name__}: only numbers, strings and "
+                      "tuples/lists of them are supported")
+
+
+def draft(name: str, path: Path, dtype: str | None, dist: str | None) -> Draft:
+    if not path.is_file():
+        raise OnrampError(f"--from-kernelbench {path}: file not found")
+    source = path.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise OnrampError(f"{path}: not a KernelBench problem (syntax error at line {e.lineno}: {e.msg})") from None
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in defs]
+    if missing or not isinstance(defs["Model"], ast.ClassDef):
+        raise OnrampError(f"{path}: not a KernelBench problem (needs class Model(nn.Module), "
+                          f"get_inputs() and get_init_inputs(); missing {', '.join(missing) or 'class Model'})")
+    fwd = next((f for f in defs["Model"].body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
+    if fwd is None:
+        raise OnrampError(f"{path}: class Model has no forward()")
+    names = [a.arg for a in fwd.args.args[1:]]
+    base = _run(source, tree, path)
+    if len(names) != len(base["inputs"]):
+        raise OnrampError(f"{path}: forward takes {len(names)} inputs, get_inputs() returns {len(base['inputs'])}")
+    if base["out"] is None:
+        raise OnrampError(f"{path}: forward must return one tensor")
+
+    # Which module constant each size is: re-run with one constant changed at a time.
+    probed = {}   # constant -> the recording with it changed
+    for k, (cname, node) in enumerate(_constants(tree)):
+        t = copy.deepcopy(tree)
+        target = next(c for n, c in _constants(t) if n == cname)
+        target.value = PROBE0 + 2 * k
+        try:
+            probed[cname] = (PROBE0 + 2 * k, _run(source, t, path))
+        except OnrampError:
+            continue   # a constant the problem cannot run without (e.g. a dim index): it stays fixed
+    def named(key, what):
+        return _name_sizes(base[key], {c: (p, r[key]) for c, (p, r) in probed.items()}, what)
+    in_shapes = _name_sizes([i["shape"] for i in base["inputs"]],
+                            {c: (p, [i["shape"] for i in r["inputs"]]) for c, (p, r) in probed.items()},
+                            "an input size")
+    bounds = _name_sizes([i["bounds"] or [] for i in base["inputs"]],
+                         {c: (p, [i["bounds"] or [] for i in r["inputs"]]) for c, (p, r) in probed.items()},
+                         "a randint bound")
+    params = named("params", "a parameter size")
+    init = named("init", "an init argument")
+    symbols = {}   # sizes of get_inputs() tensors; a size only parameters have (kernel_size) stays fixed
+    for shp in in_shapes:
+        for s in shp:
+            if isinstance(s, Sym) and str(s) not in symbols:
+                symbols[str(s)] = s.value
+    floats = [i["dtype"] for i in base["inputs"] if not i["dtype"].startswith("int")]
+    dtype = dtype or (floats[0] if floats else "float32")
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise OnrampError(f"{path}: inputs of dtype {dtype} are not supported")
+
+    def sized(x):
+        return str(x) if isinstance(x, Sym) and str(x) in symbols else getattr(x, "value", x)
+    inputs, notes = [], []
+    for nm, shp, info, bd in zip(names, in_shapes, base["inputs"], bounds):
+        e = {"name": nm, "shape": [sized(s) for s in shp]}
+        if info["dtype"].startswith("int"):
+            if info["dist"] != "randint":
+                raise OnrampError(f"{path}: integer input {nm} is not a torch.randint draw")
+            e.update(dtype=info["dtype"], dist="randint", low=sized(bd[0]), high=sized(bd[1]))
+        elif dist == "normal" or info["dist"] == "normal":
+            pass
+        elif info["dist"] == "rand":
+            e["dist"] = "rand"
+        else:
+            raise OnrampError(f"{path}: input {nm} is not a plain torch.randn/rand/randint draw "
+                              "(KernLoop draws its own inputs); pass --dist normal to draw it from randn")
+        inputs.append(e)
+    pnames = []
+    for pn, shp in params:   # the Model's parameters are inputs too: a kernel must use them
+        nm = pn.replace(".", "_")
+        pnames.append((nm, pn))
+        inputs.append({"name": nm, "shape": [sized(s) for s in shp]})
+    if pnames:
+        notes.append("The Model's parameters (" + ", ".join(p for _, p in pnames) + ") are inputs "
+                     "here, drawn from randn, so a kernel must really apply them.")
+    init_syms = sorted({str(s) for s in _flat(init) if isinstance(s, Sym) and str(s) in symbols})
+
+    d = Draft(name=name, entry=name, dtype=dtype, symbols=symbols, inputs=inputs,
+              reference=f"{name}_reference.py:reference", reference_fn="reference",
+              write_file=f"{name}_reference.py",
+              description=f"KernelBench problem {path.name}: Model(*get_init_inputs()).forward")
+    d.reference_source = _wrapper(source, path, names, pnames, symbols,
+                                  in_shapes + [s for _, s in params], init, init_syms)
+    d.notes = [f"From the KernelBench problem {path.name}; the reference ({name}_reference.py) runs "
+               "Model(*get_init_inputs()).forward on float32 copies.",
+               "Inputs keep the problem's distributions" + (" except: every float input from randn "
+                                                            "(--dist normal)." if dist else ".")] + notes
+    _fit_memory(d, path)
+    d.compare = {"Model.forward (eager)": f"reference({', '.join(i['name'] for i in inputs)})"}
+    return d
+
+
+def _flat(v):
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _flat(x)
+    else:
+        yield v
+
+
+def _wrapper(source, path, names, pnames, symbols, in_shapes, init, init_syms) -> str:
+    where = {}
+    for i, shp in enumerate(in_shapes):
+        for j, s in enumerate(shp):
+            if isinstance(s, Sym) and str(s) in symbols and str(s) not in where:
+                where[str(s)] = (i, j)
+    args = names + [n for n, _ in pnames]
+    return (f'"""Reference of a KernLoop spec: the KernelBench problem {path.name} (verbatim below), '
+            f'then `reference`,\nwhich rebuilds Model(*get_init_inputs()) for the inputs\' sizes and '
+            f'runs forward with the\nspec\'s parameter inputs. Written by `orchestrator.py new '
+            f'--from-kernelbench`."""\n'
+            f"{source.rstrip()}\n\n\n"
+            f"# ---- KernLoop: the spec's reference ----\n"
+            f"_KL_WHERE = {where!r}   # size -> (input, dim) it is read from\n"
+            f"_KL_MODELS = {{}}\n\n\n"
+            f"def _kl_init({', '.join(init_syms)}):\n    return {_render(init, symbols)}\n\n\n"
+            f"def reference({', '.join(args)}):\n"
+            f"    import torch as _t\n"
+            f"    xs = [{', '.join(args)}]\n"
+            f"    sizes = {{s: xs[i].shape[j] for s, (i, j) in _KL_WHERE.items()}}\n"
+            f"    ref = next(x for x in xs if x.is_floating_point())\n"
+            f"    key = (tuple(sizes.items()), ref.device, ref.dtype)\n"
+            f"    if key not in _KL_MODELS:   # built once per shape: a timed torch side times forward only\n"
+            f"        with _t.device(ref.device):\n"
+            f"            model = Model(*_kl_init({', '.join(f'{s}=sizes[{s!r}]' for s in init_syms)}))\n"
+            f"        _KL_MODELS[key] = model.to(dtype=ref.dtype)\n"
+            f"    model = _KL_MODELS[key]\n"
+            f"    params = {{{', '.join(f'{pn!r}: {n}' for n, pn in pnames)}}}\n"
+            f"    return _t.func.functional_call(model, params, tuple(xs[:{len(names)}]))\n")
+
+
+def _fit_memory(d: Draft, path: Path) -> None:
+    """A problem too large for the checker keeps its structure on a timed shape that fits."""
+    def nbytes(sz):
+        return sum(ELEM_BYTES[i.get("dtype", d.dtype)] * math.prod(sz[x] if isinstance(x, str) else x
+                                                                    for x in i["shape"]) for i in d.inputs)
+    orig = dict(d.symbols)
+    if 2 * nbytes(orig) <= MEMORY_BUDGET:   # inputs + an output about as large
+        return
+    while 2 * nbytes(d.symbols) > MEMORY_BUDGET:
+        s = max(d.symbols, key=d.symbols.get)
+        d.symbols[s] //= 2
+    fmt = lambda sz: "x".join(str(v) for v in sz.values())   # noqa: E731
+    d.notes.append(f"KernelBench's shape {fmt(orig)} ({2 * nbytes(orig) / 1e9:.1f} GB of inputs and "
+                   f"output) is scaled to {fmt(d.symbols)} to fit the checker's budget of "
+                   f"{MEMORY_BUDGET / 2**30:.0f} GiB; the structure is unchanged.")
+    d.description += f" (timed shape scaled from KernelBench's {fmt(orig)} to fit)"

@@ -1,0 +1,54 @@
+"""The one CLI: subcommands run (default), new, check, page; every user error is one `error:` line and exit 2."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import errors
+import page
+import settings
+import spec
+from backends.local import BackendError
+from loop.factories import ProposerError
+from loop.resume import ResumeError
+from loop.runfolder import RunFolderError
+from onramp.checkcmd import CheckError
+from onramp.draft import OnrampError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_help_lists_the_subcommands():
+    p = _cli("--help")
+    assert p.returncode == 0
+    for name in ("run", "new", "check", "page"):
+        assert f"\n  {name} " in p.stdout, name
+
+
+def test_every_user_error_class_derives_from_the_one_base():
+    for cls in (spec.SpecError, settings.SettingsError, OnrampError, CheckError, ProposerError, ResumeError,
+                RunFolderError, BackendError, page.PageError):
+        assert issubclass(cls, errors.KernLoopError), cls
+
+
+def test_user_errors_of_every_subcommand_are_one_error_line_and_exit_2(tmp_path):
+    for args in (["--spec", "nope.yaml"], ["run", "--spec", "nope.yaml"], ["new", "1bad", "--from", "m:f", "--shape", "8"],
+                 ["check", "--spec", "nope.yaml", "k.py"], ["page", tmp_path], ["--no-such-flag"]):
+        p = _cli(*args)
+        assert p.returncode == 2, (args, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, p.stderr)
+
+
+def test_page_subcommand_renders_a_run(tmp_path):
+    run = tmp_path / "example"
+    shutil.copytree(ROOT / "runs" / "example", run)
+    (run / "trajectory.html").unlink()
+    p = _cli("page", run)
+    assert p.returncode == 0, p.stderr
+    assert (run / "trajectory.html").read_text().count("<html") == 1

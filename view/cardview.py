@@ -1,0 +1,384 @@
+"""The view model of one page card: an iteration's or a research event's numbers, rows, diff and texts."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from urllib.parse import quote
+
+from view.htmlfmt import (as_dict, as_int, as_list, as_text, clip, diff_rows, dom_id, finite, fmt_bool, fmt_clock,
+                     fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, num, render_diff, safe_href)
+
+MAX_FILE_BYTES = 4_000_000
+VERDICTS = ("promoted", "rejected", "incorrect", "failed", "invalid")
+VERDICT_HELP = {
+    "promoted": "correct and significantly faster: became the champion",
+    "rejected": "correct but not faster by min_gain, or not significant",
+    "incorrect": "output outside tolerance (or NaN/Inf, wrong shape/dtype)",
+    "failed": "proposal, load, compile or run failed",
+    "invalid": "broke the code contract: never run",
+    "unknown": "no decision recorded",
+}
+
+
+
+class RunFiles:
+    """Reads files named by the log, only inside the run folder, each at most once per render."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        try:
+            self.root = self.run_dir.resolve()
+        except OSError:
+            self.root = self.run_dir.absolute()
+        self._cache: dict = {}
+
+    def path(self, rel):
+        if not isinstance(rel, str) or not rel.strip() or "\x00" in rel:
+            return None
+        key = ("path", rel)
+        if key not in self._cache:
+            try:
+                p = (self.run_dir / rel).resolve()
+                p.relative_to(self.root)
+                self._cache[key] = p if p.is_file() else None
+            except (OSError, ValueError, RuntimeError):
+                self._cache[key] = None
+        return self._cache[key]
+
+    def text(self, rel):
+        p = self.path(rel)
+        if p is None:
+            return None
+        if p not in self._cache:
+            try:
+                with open(p, "rb") as f:
+                    data = f.read(MAX_FILE_BYTES + 1)
+                txt = data[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
+                if len(data) > MAX_FILE_BYTES:
+                    txt += "\n[… file truncated at %d bytes …]\n" % MAX_FILE_BYTES
+                self._cache[p] = txt
+            except OSError:
+                self._cache[p] = None
+        return self._cache[p]
+
+    def diff(self, old_rel, new_rel):
+        """diff_rows of two files named by the log, computed once per render."""
+        key = ("diff", self.path(old_rel), self.path(new_rel))
+        if key not in self._cache:
+            old, new = self.text(old_rel), self.text(new_rel)
+            self._cache[key] = diff_rows(old, new) if old is not None and new is not None else ([], 0, 0)
+        return self._cache[key]
+
+    def href(self, rel):
+        p = self.path(rel)
+        if p is None:
+            return None
+        return quote(p.relative_to(self.root).as_posix())
+
+
+def stats_rows(cand, champ):
+    cand, champ = as_dict(cand), as_dict(champ)
+    rows = []
+    for key, label in (("mean_ms", "mean"), ("min_ms", "min"), ("median_ms", "median"), ("std_ms", "std")):
+        rows.append((label + " (ms)", fmt_ms(cand.get(key)) if cand else "—", fmt_ms(champ.get(key)) if champ else "—"))
+    for key in ("n", "warmup"):
+        rows.append((key, fmt_num(cand.get(key)) if cand else "—", fmt_num(champ.get(key)) if champ else "—"))
+    return rows
+
+
+def roof_rows(roof):
+    roof = as_dict(roof)
+    c, h = as_dict(roof.get("candidate")), as_dict(roof.get("champion"))
+    if not c and not h:
+        return []
+    return [
+        ("TFLOP/s", fmt_num(c.get("tflops")) if c else "—", fmt_num(h.get("tflops")) if h else "—"),
+        ("GB/s", fmt_num(c.get("gbps")) if c else "—", fmt_num(h.get("gbps")) if h else "—"),
+        ("% of peak FLOP/s", fmt_pct(c.get("pct_flops")) if c else "—", fmt_pct(h.get("pct_flops")) if h else "—"),
+        ("% of peak bandwidth", fmt_pct(c.get("pct_bw")) if c else "—", fmt_pct(h.get("pct_bw")) if h else "—"),
+        ("bound", as_text(c.get("bound"), "—") if c else "—", as_text(h.get("bound"), "—") if h else "—"),
+    ]
+
+
+def roof_headline(r):
+    """'61.6% of peak FLOP/s' for the side that bounds the kernel."""
+    r = as_dict(r)
+    pf, pb = finite(r.get("pct_flops")), finite(r.get("pct_bw"))
+    bound = as_text(r.get("bound")).lower()
+    if pf is None and pb is None:
+        return None
+    if bound.startswith("mem") or bound.startswith("band") or (not bound.startswith("comp") and (pb or 0) > (pf or 0)):
+        main = (fmt_pct(pb), "of peak bandwidth") if pb is not None else (fmt_pct(pf), "of peak FLOP/s")
+    else:
+        main = (fmt_pct(pf), "of peak FLOP/s") if pf is not None else (fmt_pct(pb), "of peak bandwidth")
+    return {"value": main[0], "what": main[1], "bound": as_text(r.get("bound")),
+            "detail": f"{fmt_pct(pf)} FLOP/s · {fmt_pct(pb)} bandwidth"
+                      + (f" · {fmt_num(r.get('tflops'))} TFLOP/s" if finite(r.get("tflops")) is not None else "")}
+
+
+def rel_rows(result):
+    result = as_dict(result)
+    rel = result.get("rel_l2")
+    tol = result.get("tolerance")
+    tol = finite(tol.get("rel_l2") if isinstance(tol, dict) else tol)
+    rows = []
+    items = rel.items() if isinstance(rel, dict) else (enumerate(rel) if isinstance(rel, list) else [])
+    for shape, val in items:
+        v = num(val)
+        ok = None
+        if v is not None and tol is not None:
+            ok = math.isfinite(v) and v <= tol
+        elif v is not None and not math.isfinite(v):
+            ok = False
+        rows.append({"shape": as_text(shape).replace("x", "×") if isinstance(shape, str) else as_text(shape),
+                     "value": fmt_num(v, 3) if v is not None else as_text(val, "—"), "ok": ok})
+    return rows, tol
+
+
+def flight_flags(ev: dict) -> list[dict]:
+    """Tags for a candidate decided with others in flight (--parallel/--batch): re-timed,
+    confirmed or not, superseded. Empty for a one-at-a-time run."""
+    flags = []
+    evals = [e for e in as_list(ev.get("evaluations")) if isinstance(e, dict)]
+    if len(evals) > 1:
+        flags.append({"label": f"re-timed x{len(evals) - 1}",
+                      "title": "; ".join(f"{as_text(e.get('job'))} vs {as_text(e.get('against'))}"
+                                         + (f" on {as_text(e.get('node'))}" if e.get("node") else "")
+                                         + f": {as_text(e.get('verdict'))}" for e in evals)})
+    if ev.get("confirmed") is True:
+        flags.append({"label": "confirmed", "title": "won its batch, then won again alone in a fresh job"})
+    elif ev.get("confirmed") is False:
+        flags.append({"label": "not confirmed", "title": "won its batch, lost when re-timed alone"})
+    sup = as_dict(ev.get("superseded"))
+    if sup:
+        flags.append({"label": f"superseded by {as_text(sup.get('by'))}", "title": as_text(sup.get("reason"))})
+    return flags
+
+
+def verdict_of(decision, promoted_flag):
+    v = as_text(as_dict(decision).get("verdict")).strip().lower()
+    if v in VERDICTS:
+        return v
+    if v == "superseded":   # --parallel: not promoted; drawn as a rejection, labelled as it is
+        return "rejected"
+    if promoted_flag is True:
+        return "promoted"
+    return "unknown"
+
+
+def config_rows(config, parent_config):
+    """The full CONFIG as (key, value, was) rows; `was` is the parent's value where it differs
+    (None where it is the same, or where the parent's CONFIG is not in the log)."""
+    if not isinstance(config, dict):
+        return []
+    known = isinstance(parent_config, dict)
+    rows = []
+    for k, x in config.items():
+        changed = known and (k not in parent_config or parent_config[k] != x)
+        was = (as_text(parent_config[k]) if k in parent_config else "(none)") if changed else None
+        rows.append((clip(as_text(k), 80)[0], clip(as_text(x), 200)[0], was))
+    return rows
+
+
+def _text_block(files: RunFiles, rel, limit: int):
+    txt = files.text(rel)
+    if txt is None:
+        return None
+    shown, omitted = clip(txt, limit)
+    return {"text": shown, "omitted": omitted, "size": len(txt), "href": files.href(rel), "name": as_text(rel)}
+
+
+def diagnosis_texts(findings) -> list[str]:
+    """The logged diagnosis (diagnosis.of_result) as lines; what is not a finding is skipped."""
+    return [clip(as_text(f.get("text")), 400)[0] for f in as_list(findings) if isinstance(f, dict) and f.get("text")]
+
+
+def profile_texts(result) -> list[str]:
+    """The candidate's compiled-kernel profile and launch cost in words (briefing.profile_lines)."""
+    from standing import briefing
+    prof = as_dict(as_dict(as_dict(result).get("profile")).get("candidate"))
+    try:
+        return [clip(t, 400)[0] for t in briefing.profile_lines(prof)] if prof else []
+    except (KeyError, TypeError, ValueError):   # a profile the page cannot read is left out
+        return []
+
+
+def build_iteration(ev, idx, ctx):
+    files, lim, used = ctx["files"], ctx["limits"], ctx["used"]
+    n = as_int(ev.get("iteration"))
+    cid = as_text(ev.get("candidate_id")).strip() or (f"it{n:04d}" if n is not None else f"event{idx}")
+    dom = dom_id(cid, used)
+    decision = as_dict(ev.get("decision"))
+    rule = as_dict(decision.get("rule"))
+    result = ev.get("result") if isinstance(ev.get("result"), dict) else None
+    res = as_dict(result)
+    contract = ev.get("contract") if isinstance(ev.get("contract"), dict) else None
+    proposal = as_dict(ev.get("proposal"))
+    verdict = verdict_of(decision, decision.get("promoted"))
+    cand_stats, champ_stats = as_dict(res.get("candidate")), as_dict(res.get("champion"))
+    cand_ms = finite(cand_stats.get("mean_ms"))
+    if cand_ms is None:
+        cand_ms = finite(rule.get("cand_mean_ms"))
+    champ_ms = finite(champ_stats.get("mean_ms"))
+    if champ_ms is None:
+        champ_ms = finite(rule.get("champ_mean_ms"))
+    speed = finite(rule.get("speedup"))      # decided and logged by decision.decide: champion / candidate
+    cand_std = finite(cand_stats.get("std_ms"))
+
+    parent = as_text(ev.get("parent_id")).strip() or None
+    cand_file = ev.get("candidate_file") if isinstance(ev.get("candidate_file"), str) else None
+    if files.path(cand_file) is None and files.path(f"candidates/{cid}.py") is not None:
+        cand_file = f"candidates/{cid}.py"
+    parent_file = ctx["file_of"].get(parent) if parent else None
+    if parent and files.path(parent_file) is None:
+        for guess in ((f"candidates/{parent}.py",) + (("baseline.py",) if parent == "baseline" else ())):
+            if files.path(guess) is not None:
+                parent_file = guess
+                break
+    ctx["file_of"][cid] = cand_file
+    config = ev.get("candidate_config") if isinstance(ev.get("candidate_config"), dict) else proposal.get("config")
+    ctx["config_of"][cid] = config
+
+    diff = None
+    new_src = files.text(cand_file)
+    old_src = files.text(parent_file)
+    if new_src is not None and old_src is not None:
+        body, added, removed, shown, total = render_diff(old_src, new_src, lim["diff_lines"],
+                                                         _rows=files.diff(parent_file, cand_file))
+        diff = {"html": body, "added": added, "removed": removed, "shown": shown, "total": total,
+                "identical": added == 0 and removed == 0}
+    if new_src is None:
+        diff_note = "no candidate file (the proposal produced no code)" if not cand_file else \
+            f"candidate file {cand_file} is missing from the run folder"
+    elif old_src is None:
+        diff_note = f"parent {parent or '?'}: its file is not in the run folder, so there is no diff"
+    else:
+        diff_note = ""
+
+    rule_rows = []
+    if rule:
+        sig_ms = num(rule.get("significance_ms"))
+        delta = num(rule.get("delta_ms"))
+        rule_rows = [
+            ("candidate mean", fmt_ms(rule.get("cand_mean_ms")) + " ms", None),
+            ("champion mean (same job)", fmt_ms(rule.get("champ_mean_ms")) + " ms", None),
+            ("speed vs champion", fmt_speedup(speed), None),
+            ("gain", fmt_frac_pct(rule.get("gain")), None),
+            ("min_gain (threshold)", fmt_frac_pct(rule.get("min_gain")), None),
+            ("Δ = champion − candidate", fmt_ms(delta) + " ms", None),
+            ("significance (%sσ)" % fmt_num(rule.get("sigma"), 3) if rule.get("sigma") is not None else "significance",
+             fmt_ms(sig_ms) + " ms", None),
+            ("significant (Δ > significance)", fmt_bool(rule.get("significant")),
+             rule.get("significant") if isinstance(rule.get("significant"), bool) else None),
+            ("n (timed reps each)", fmt_num(rule.get("n")), None),
+        ]
+        if rule.get("threshold_ms") is not None:
+            rule_rows.insert(5, ("threshold = champion × (1 − min_gain)", fmt_ms(rule.get("threshold_ms")) + " ms", None))
+        if rule.get("require_significance") is not None:
+            rule_rows.append(("significance required", fmt_bool(rule.get("require_significance")), None))
+        known = {"cand_mean_ms", "champ_mean_ms", "gain", "speedup", "min_gain", "delta_ms", "significance_ms", "sigma",
+                 "significant", "n", "threshold_ms", "require_significance"}
+        for k, v in rule.items():
+            if k in known:
+                continue
+            if isinstance(v, bool) or v is None:
+                val = fmt_bool(v)
+            elif num(v) is not None and not isinstance(v, str):
+                val = fmt_ms(v) + " ms" if as_text(k).endswith("_ms") else fmt_num(v)
+            else:
+                val = clip(as_text(v), 200)[0]
+            rule_rows.append((as_text(k), val, None))
+
+    rels, tol = rel_rows(result)
+
+    prop_rows = []
+    for key, label, fmt in (("latency_s", "latency", lambda v: fmt_num(v, 3) + " s" if num(v) is not None else "—"),
+                            ("prompt_tokens", "prompt tokens", fmt_num),
+                            ("completion_tokens", "completion tokens", fmt_num),
+                            ("finish_reason", "finish reason", lambda v: as_text(v, "—"))):
+        if proposal.get(key) is not None:
+            prop_rows.append((label, fmt(proposal.get(key))))
+
+    checker_rows = []
+    if result is not None:
+        for key, label in (("ok", "ok"), ("stage", "stage"), ("correct", "correct"), ("mode", "mode"),
+                           ("check_dtype", "check dtype"), ("draws", "input draws"), ("backend", "backend"),
+                           ("device", "device"), ("timing_model", "timing model"), ("ceilings", "peak"),
+                           ("wall_s", "wall time")):
+            v = res.get(key)
+            if v is None:
+                continue
+            if key == "wall_s":
+                checker_rows.append((label, fmt_duration(v)))
+            elif key == "ceilings" and isinstance(v, dict):
+                parts = [f"{fmt_num(v.get('tflops'))} TFLOP/s" if v.get("tflops") is not None else "",
+                         f"{fmt_num(v.get('gbps'))} GB/s" if v.get("gbps") is not None else "",
+                         as_text(v.get("match")), as_text(v.get("source"))]
+                checker_rows.append((label, clip(" · ".join(x for x in parts if x), 300)[0]))
+            elif isinstance(v, bool):
+                checker_rows.append((label, fmt_bool(v)))
+            else:
+                checker_rows.append((label, clip(as_text(v), 300)[0]))
+        meta = as_dict(res.get("backend_meta"))
+        for k, v in list(meta.items())[:12]:
+            checker_rows.append((f"backend · {as_text(k)}", clip(as_text(v), 300)[0]))
+
+    errors = []
+    for label, val in (("proposal error", proposal.get("error")), ("parse error", proposal.get("parse_error")),
+                       ("checker error", res.get("error"))):
+        if val not in (None, "", False):
+            errors.append({"label": label, "text": clip(as_text(val), lim["text"])[0]})
+
+    reasons = [clip(as_text(r), 600)[0] for r in as_list(as_dict(contract).get("reasons"))] if contract else []
+    if contract and not reasons and isinstance(as_dict(contract).get("reasons"), str):
+        reasons = [as_dict(contract)["reasons"]]
+
+    promoted = verdict == "promoted"
+    return {
+        "kind": "iteration", "n": n, "label": f"#{n}" if n is not None else "#?",
+        "diagnosis": diagnosis_texts(ev.get("diagnosis")) if promoted else [],
+        "profile_lines": profile_texts(res) if promoted else [],
+        "cid": cid, "dom": dom, "parent": parent, "parent_dom": ctx["dom_of"].get(parent),
+        "verdict": verdict, "verdict_label": as_text(decision.get("verdict")).strip() or verdict,
+        "promoted": verdict == "promoted", "flags": flight_flags(ev),
+        "reason": clip(as_text(decision.get("reason")), lim["text"])[0],
+        "note": clip(as_text(ev.get("note")), lim["text"])[0],
+        "proposer": as_text(ev.get("proposer")), "model": as_text(ev.get("model")),
+        "node": as_text(ev.get("node")) or None,   # --backend ray: the node that ran its job
+        "cand_ms": cand_ms, "champ_ms": champ_ms, "cand_std": cand_std, "speed": speed,
+        "significant": rule.get("significant") if isinstance(rule.get("significant"), bool) else None,
+        "timing_rows": stats_rows(cand_stats, champ_stats) if (cand_stats or champ_stats) else [],
+        "roof_rows": roof_rows(res.get("roofline")),
+        "rule_rows": rule_rows, "rel_rows": rels, "tolerance": tol,
+        "rel_mode": as_text(res.get("mode")),
+        "contract": None if contract is None else {"ok": as_dict(contract).get("ok"), "reasons": reasons},
+        "checker_rows": checker_rows, "errors": errors, "has_result": result is not None,
+        "prop_rows": prop_rows, "config_rows": config_rows(config, ctx["config_of"].get(parent)),
+        "config_known": isinstance(ctx["config_of"].get(parent), dict),
+        "prompt": _text_block(files, proposal.get("prompt_file"), lim["prompt"]),
+        "response": _text_block(files, proposal.get("response_file"), lim["response"]),
+        "diff": diff, "diff_note": diff_note,
+        "cand_href": files.href(cand_file), "cand_file": as_text(cand_file),
+        "parent_href": files.href(parent_file), "parent_file": as_text(parent_file),
+        "champion_after": as_text(ev.get("champion_id")) or None,
+        "champion_after_ms": finite(ev.get("champion_mean_ms")),
+        "speedup_vs_baseline": finite(ev.get("speedup_vs_baseline")),
+        "ts": as_text(ev.get("ts")), "clock": fmt_clock(ev.get("ts")),
+    }
+
+
+def build_research(ev, k, ctx):
+    urls = []
+    for u in as_list(ev.get("urls"))[:40]:
+        urls.append({"text": clip(as_text(u), 300)[0], "href": safe_href(u)})
+    return {
+        "kind": "research", "k": k, "dom": dom_id(f"research-{k}", ctx["used"]),
+        "trigger": as_text(ev.get("trigger")), "source": as_text(ev.get("source")),
+        "query": clip(as_text(ev.get("query")), 500)[0], "urls": urls,
+        "latency": fmt_num(ev.get("latency_s"), 3) + " s" if num(ev.get("latency_s")) is not None else "—",
+        "notes": clip(as_text(ev.get("notes")), ctx["limits"]["text"])[0],
+        "error": clip(as_text(ev.get("error")), 1000)[0] if ev.get("error") else "",
+        "before": as_int(ev.get("before_iteration")), "ts": as_text(ev.get("ts")), "clock": fmt_clock(ev.get("ts")),
+    }
+
+

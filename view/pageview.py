@@ -1,0 +1,237 @@
+"""The view model of the whole page: the run's header, its champion's history and its cards, read from the log."""
+from __future__ import annotations
+
+import datetime as _dt
+import shlex
+from pathlib import Path
+
+from view import chart
+from view.cardview import (VERDICTS, RunFiles, build_iteration, build_research, diagnosis_texts, profile_texts,
+                      rel_rows, roof_headline, roof_rows, stats_rows, verdict_of)
+from view.htmlfmt import as_dict, as_int, as_list, as_text, clip, finite, fmt_duration, fmt_frac_pct, fmt_clock, fmt_num, fmt_ts, num, parse_ts, shape_label
+from trajectory import read_events
+
+LOG_NAME = "run.jsonl"
+REFRESH_S = 5
+
+# The page must stay under 2 MB for a 100-iteration run. Inline text (prompts, responses, diffs,
+# notes) is the only part that grows without bound, so it is rendered at the most generous level
+# that fits SIZE_BUDGET; the full texts are always one click away in the run folder.
+SIZE_BUDGET = 1_800_000
+LEVELS = (
+    dict(prompt=16_000, response=16_000, diff_lines=400, text=8_000),
+    dict(prompt=8_000, response=8_000, diff_lines=200, text=4_000),
+    dict(prompt=4_000, response=4_000, diff_lines=120, text=2_000),
+    dict(prompt=2_000, response=2_000, diff_lines=80, text=1_200),
+    dict(prompt=800, response=800, diff_lines=50, text=800),
+    dict(prompt=0, response=0, diff_lines=24, text=400),
+)
+
+
+def peers_of(events) -> tuple[list[dict], str, list[str]]:
+    """The peers of the newest job that timed them (the final job, else the baseline's), fastest
+    first: ([{label, median_ms, mean_ms, std_ms}], which job, ["label: why skipped"])."""
+    for ev in reversed(events):
+        if ev.get("event") not in ("final", "baseline"):
+            continue
+        block = as_dict(as_dict(ev.get("result")).get("peers"))
+        if not block:
+            continue
+        rows = [{"label": as_text(k), "median_ms": finite(as_dict(s).get("median_ms")),
+                 "mean_ms": finite(as_dict(s).get("mean_ms")), "std_ms": finite(as_dict(s).get("std_ms"))}
+                for k, s in as_dict(block.get("peers")).items()]
+        rows = sorted((r for r in rows if r["median_ms"]), key=lambda r: r["median_ms"])
+        skipped = [clip(f"{as_text(k)}: {as_text(v)}", 300)[0] for k, v in as_dict(block.get("skipped")).items()]
+        job = "final champion" if ev.get("event") == "final" else "baseline"
+        return rows, job, skipped
+    return [], "", []
+
+
+def interruptions_of(end: dict, events: list) -> list[dict]:
+    """The earlier parts of a resumed run as the log records them: run_end.interruptions once it
+    ended, the resume events while it runs again."""
+    rows = end.get("interruptions") if isinstance(end.get("interruptions"), list) else [
+        {"after_iteration": e.get("after_iteration"), "how": e.get("previous"), "at": e.get("ts")}
+        for e in events if e.get("event") == "resume"]
+    return [{"after": as_int(as_dict(r).get("after_iteration")), "how": as_text(as_dict(r).get("how")),
+             "at": fmt_ts(as_dict(r).get("at")) if as_dict(r).get("at") else "",
+             "reason": clip(as_text(as_dict(r).get("reason")), 300)[0]} for r in rows]
+
+
+def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=None, files=None) -> dict:
+    run_dir = Path(run_dir)
+    if events is None:
+        warnings = []
+        events = read_events(run_dir / LOG_NAME, warnings)
+    warnings = list(warnings or [])
+    files = files or RunFiles(run_dir)
+    ctx = {"files": files, "limits": limits, "used": set(), "file_of": {"baseline": "baseline.py"},
+           "config_of": {},
+           "dom_of": {}}
+
+    starts = [e for e in events if e.get("event") == "run_start"]
+    ends = [e for e in events if e.get("event") == "run_end"]
+    if ends and events[-1] is not ends[-1]:   # interrupted, then resumed: live again
+        ends = []
+    baselines = [e for e in events if e.get("event") == "baseline"]
+    start, end = as_dict(starts[0] if starts else None), as_dict(ends[-1] if ends else None)
+    base_ev = as_dict(baselines[-1] if baselines else None)
+    base_res = as_dict(base_ev.get("result"))
+    spec = as_dict(start.get("spec"))
+    if isinstance(spec.get("resolved"), dict):          # a spec logged as {name, path, resolved: {...}}
+        spec = {**spec["resolved"], **{k: v for k, v in spec.items() if v is not None and k != "resolved"}}
+    if base_ev.get("candidate_file"):
+        ctx["file_of"]["baseline"] = base_ev.get("candidate_file")
+    ctx["dom_of"]["baseline"] = "k-baseline"
+    ctx["config_of"]["baseline"] = base_ev.get("candidate_config")
+
+    synthetic = any(e.get("synthetic") is True or as_dict(e.get("result")).get("synthetic") is True for e in events)
+    backends = []
+    for e in events:
+        b = as_text(e.get("backend")).strip()
+        if b and b not in backends:
+            backends.append(b)
+
+    items, iters, research = [], [], []
+    unknown = 0
+    for idx, ev in enumerate(events):
+        kind = ev.get("event")
+        try:
+            if kind == "iteration":
+                it = build_iteration(ev, idx, ctx)
+                ctx["dom_of"][it["cid"]] = it["dom"]
+                iters.append(it)
+                items.append(it)
+            elif kind == "research":
+                r = build_research(ev, len(research) + 1, ctx)
+                r["after_iters"] = len(iters)
+                research.append(r)
+                items.append(r)
+            elif kind not in ("run_start", "run_end", "baseline", "final", "resume"):
+                unknown += 1
+        except Exception as e:  # one bad event must not take the page down
+            warnings.append(f"event {idx + 1} ({as_text(kind)}) could not be rendered: {type(e).__name__}: {e}")
+    if unknown:
+        warnings.append(f"{unknown} event(s) of unknown type ignored")
+    # parent links resolve to the parent's own card once every card has an id
+    for it in iters:
+        if it["parent"] and not it["parent_dom"]:
+            it["parent_dom"] = ctx["dom_of"].get(it["parent"])
+
+    # the baseline and the champion's trajectory
+    base_ms = finite(as_dict(base_res.get("candidate")).get("mean_ms"))
+    if base_ms is None:
+        base_ms = finite(end.get("baseline_mean_ms"))
+    # The champion's history as the log records it: every iteration names the champion after its
+    # decision, its time and its speedup over the baseline; run_end has the final word.
+    champ_ms, champ_id, speedup = base_ms, "baseline" if baselines else None, None
+    champ_roof = as_dict(as_dict(base_res.get("roofline")).get("candidate"))
+    for it in iters:
+        champ_id = it["champion_after"] or champ_id
+        champ_ms, speedup = it["champion_after_ms"], it["speedup_vs_baseline"]
+        it["champ_line_ms"] = champ_ms
+    # the newest measurement of the champion's roofline
+    last_roof = None
+    for ev in events:
+        if ev.get("event") != "iteration":
+            continue
+        roof = as_dict(as_dict(ev.get("result")).get("roofline"))
+        dec = as_dict(ev.get("decision"))
+        if verdict_of(dec, dec.get("promoted")) == "promoted":
+            last_roof = as_dict(roof.get("candidate")) or last_roof
+        elif as_dict(roof.get("champion")):
+            last_roof = as_dict(roof.get("champion"))
+    if last_roof:
+        champ_roof = last_roof
+    if ends:
+        champ_ms, speedup = finite(end.get("champion_mean_ms")), finite(end.get("speedup"))
+        champ_id = as_text(end.get("champion_id")) or champ_id
+    base_roof = as_dict(as_dict(base_res.get("roofline")).get("candidate"))
+
+    counts = {v: 0 for v in VERDICTS + ("unknown",)}
+    for it in iters:
+        counts[it["verdict"]] = counts.get(it["verdict"], 0) + 1
+
+    t_start = parse_ts(start.get("ts")) or (parse_ts(events[0].get("ts")) if events else None)
+    t_last = None
+    for e in events:
+        t_last = parse_ts(e.get("ts")) or t_last
+    duration = finite(end.get("duration_s"))
+    duration_live = False
+    if duration is None and t_start and t_last:
+        duration = (t_last - t_start).total_seconds()
+        duration_live = not ends
+
+    planned = as_int(start.get("iterations"))
+    done = as_int(end.get("iterations_done"))
+    if done is None:
+        done = len(iters)
+    last_it = max([it["n"] for it in iters if it["n"] is not None] or [0])
+
+    versions = as_dict(start.get("versions")) or as_dict(base_res.get("versions"))
+    device = as_text(start.get("device")) or as_text(base_res.get("device"))
+    shapes = [shape_label(s) for s in as_list(spec.get("shapes"))]
+    tol = spec.get("tolerance")
+    tol_text = (", ".join(f"{as_text(k)} ≤ {fmt_num(v)}" for k, v in tol.items()) if isinstance(tol, dict)
+                else (f"rel_l2 ≤ {fmt_num(tol)}" if num(tol) is not None else as_text(tol)))
+    argv = start.get("argv")
+    argv_text = shlex.join([as_text(a) for a in argv]) if isinstance(argv, list) else as_text(argv)
+
+    run_id = as_text(start.get("run_id")) or as_text(events[0].get("run_id") if events else "") or run_dir.name
+    peers, peers_job, peers_skipped = peers_of(events)
+    view = {
+        "peers": peers, "peers_job": peers_job, "peers_skipped": peers_skipped,
+        "final_line": clip(as_text(end.get("final_line")), 300)[0] if end.get("final_line") else "",
+        "run_id": run_id, "run_dir": run_dir.name, "live": not ends, "has_events": bool(events),
+        "refresh_s": REFRESH_S, "synthetic": synthetic, "backends": backends,
+        "backend": ", ".join(backends) or "—",
+        "spec": {"name": as_text(spec.get("name")) or "(unnamed spec)", "path": as_text(spec.get("path")),
+                 "entry": as_text(spec.get("entry")), "dtype": as_text(spec.get("dtype")),
+                 "description": clip(as_text(spec.get("description")), 600)[0], "shapes": shapes,
+                 "check_shapes": [shape_label(s) for s in as_list(spec.get("check_shapes"))],
+                 "tolerance": tol_text},
+        "proposer": as_text(start.get("proposer")), "model": as_text(start.get("model")),
+        "endpoint_host": as_text(start.get("endpoint_host")),
+        "proposer_note": clip(as_text(start.get("proposer_note")), 600)[0],
+        "notes": [clip(as_text(start.get(k)), 600)[0] for k in sorted(start)
+                  if k.endswith("_note") and k != "proposer_note" and isinstance(start.get(k), str) and start.get(k)],
+        "patience": as_int(start.get("patience")),
+        "device": clip(device, 400)[0], "seed": as_text(start.get("seed")),
+        "min_gain": fmt_frac_pct(start.get("min_gain")) if start.get("min_gain") is not None else "—",
+        "argv": clip(argv_text, 1000)[0], "versions": [(k, as_text(v)) for k, v in versions.items()],
+        "started": fmt_ts(start.get("ts") or (events[0].get("ts") if events else None)),
+        "last_event": fmt_ts(t_last.isoformat()) if t_last else "—",
+        "duration": fmt_duration(duration), "duration_live": duration_live,
+        "planned": planned, "done": done, "last_it": last_it,
+        "stop_reason": clip(as_text(end.get("stop_reason")), 600)[0], "stopped": as_text(end.get("stopped")),
+        "interruptions": interruptions_of(end, events),
+        "base_ms": base_ms, "champ_ms": champ_ms, "champ_id": champ_id, "speedup": speedup,
+        "champ_dom": ctx["dom_of"].get(champ_id) if champ_id else None,
+        "champ_roof": roof_headline(champ_roof), "base_roof": roof_headline(base_roof),
+        "counts": counts, "iters": iters, "research": research, "entries": items,
+        "baseline": None if not base_ev else {
+            "file": as_text(base_ev.get("candidate_file")) or "baseline.py",
+            "href": files.href(as_text(base_ev.get("candidate_file")) or "baseline.py"),
+            "timing_rows": stats_rows(base_res.get("candidate"), base_res.get("champion"))
+            if base_res.get("candidate") or base_res.get("champion") else [],
+            "rel_rows": rel_rows(base_res)[0], "tolerance": rel_rows(base_res)[1],
+            "roof_rows": roof_rows(base_res.get("roofline")),
+            "error": clip(as_text(base_res.get("error")), limits["text"])[0] if base_res.get("error") else "",
+            "ok": base_res.get("ok"), "mode": as_text(base_res.get("mode")), "clock": fmt_clock(base_ev.get("ts")),
+            "diagnosis": diagnosis_texts(base_ev.get("diagnosis")), "profile_lines": profile_texts(base_res),
+        },
+        "champion_href": files.href("champion.py"),
+        "warnings": warnings,
+        "limits": limits, "generated": fmt_ts(_dt.datetime.now(_dt.timezone.utc).isoformat()),
+    }
+    view["chart"] = chart.build_chart(view)
+    inline = 0
+    for it in iters:
+        inline += len(it["note"]) * 2 + len(it["reason"]) * 2 + sum(len(e["text"]) for e in it["errors"])
+        inline += len(it["diff"]["html"]) if it["diff"] else 0
+        inline += sum(len(t["text"]) for t in (it["prompt"], it["response"]) if t)
+    inline += sum(len(r["notes"]) for r in research)
+    view["inline_bytes"] = int(inline * 1.04)        # escaping adds a little
+    return view
+
+
