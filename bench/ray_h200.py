@@ -40,16 +40,16 @@ from spec import load_spec  # noqa: E402
 
 def backends(mode: str):
     """(local or synthetic backend, Ray backend, Ray's first line)."""
-    from backends_ray import connect
+    from backends.ray import connect
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}   # a local one-node cluster
     if mode == "gpu":
-        from backends import LocalBackend, cuda_visible
+        from backends.local import LocalBackend, cuda_visible
         ok, why = cuda_visible()
         if not ok:
             raise SystemExit(f"error: --mode gpu needs a CUDA GPU ({why}); try --mode synthetic")
         local = LocalBackend(device=why.split(": ", 1)[-1])
     else:
-        from backends import SyntheticBackend
+        from backends.local import SyntheticBackend
         local = SyntheticBackend(seed=0)
         env["KERNLOOP_RAY_MODE"] = "synthetic"
     ray_backend, line = connect(env)

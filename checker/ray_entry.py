@@ -2,7 +2,7 @@
 Ray placed it on, each judge in a fresh child process, and return what each printed.
 
 Ray ships this folder to every node through the job's runtime environment (its working_dir holds
-checker/ alone), so the task imports nothing of KernLoop but this file; the driver (backends_ray.py) wraps `run_job` in
+checker/ alone), so the task imports nothing of KernLoop but this file; the driver (backends/ray.py) wraps `run_job` in
 `ray.remote`. The candidate's code runs only inside the judge's own worker processes, never in
 the Ray worker that runs this function: the judge is started with `sys.executable check.py`
 from a fresh folder holding a copy of the checker, the spec and the kernel files, exactly as

@@ -33,7 +33,7 @@ def make_backend(name: str, seed: int = 0) -> tuple[Backend, str]:
     if name == "nebius":
         return NebiusBackend.from_env(), reason
     if name == "ray":   # Ray is an optional install: imported only when asked for
-        from backends_ray import connect
+        from backends.ray import connect
         return connect(seed=seed)   # its line says which cluster (or that it started one)
     raise BackendError(f"unknown backend {name!r} (auto, local, synthetic, nebius, ray)")
 

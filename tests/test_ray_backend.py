@@ -193,8 +193,8 @@ def test_resume_reruns_the_jobs_in_flight_when_the_driver_was_killed(cluster, tm
 
 def test_a_judge_past_its_time_a_lost_task_and_a_node_without_torch(cluster, tmp_path):
     """Each is a failed result that says what happened and where; the batch is one task."""
-    from backends import BackendError
-    from backends_ray import connect
+    from backends.local import BackendError
+    from backends.ray import connect
     from spec import load_spec
     shadow = tmp_path / "shadow" / "torch"   # this node's Python cannot import torch, as if it
     shadow.mkdir(parents=True)               # were not installed there

@@ -1,12 +1,12 @@
-"""The Ray backend's pure rules (backends_ray.py): which Ray errors are worth one more run of a
+"""The Ray backend's pure rules (backends/ray.py): which Ray errors are worth one more run of a
 job, how RAY_ADDRESS and KERNLOOP_RAY_RESOURCES are read, how a node without the judge's
 packages is recognised. No cluster here (tests/test_ray_backend.py runs one)."""
 import socket
 
 import pytest
 
-from backends import BackendError
-from backends_ray import (cluster_summary, missing_package, node_label, parse_resources, retried,
+from backends.local import BackendError
+from backends.ray import (cluster_summary, missing_package, node_label, parse_resources, retried,
                           split_address, unreachable)
 
 

@@ -33,11 +33,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import settings
-from backends import (SYNTHETIC_DEVICE, Backend, BackendError, SyntheticBackend, failed_result,
-                      parse_child, stage_job)
-from sandbox import ChildResult
+from backends.local import (SYNTHETIC_DEVICE, Backend, BackendError, SyntheticBackend,
+                            failed_result, parse_child, stage_job)
+from backends.sandbox import ChildResult
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
 CHECKER_DIR = ROOT / "checker"
 CONNECT_TIMEOUT_S = 5.0     # the TCP check of RAY_ADDRESS before Ray is asked to connect
 ENTRY_SLACK_S = 5.0         # a task's own work around each judge (copying the checker's files)
