@@ -161,6 +161,8 @@ def connect(env=None, seed: int = 0) -> tuple["RayBackend", str]:
                                f"unreachable ({why}); start it, or unset RAY_ADDRESS to run a "
                                "local one")
     start = {} if address else {"include_dashboard": False}
+    if not address:   # a cluster of our own: Ray's usage report off, unless the user says
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         with tempfile.TemporaryDirectory(prefix="kernloop-ray-") as tmp:
             # Ray uploads the job's working_dir at init; the nodes unpack it and run from it.

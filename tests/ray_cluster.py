@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+LOOPBACK = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+            "RAY_USAGE_STATS_ENABLED": "0"}   # and Ray's head never phones home
 # Ray reads it once, when it is first imported: import this module before `ray`.
 os.environ.update(LOOPBACK)
 # Node deaths are noticed in about 3 s instead of Ray's default 15 s or more.

@@ -70,7 +70,8 @@ def free_port() -> int:
 
 def test_unreachable_address_is_one_error_line_and_exit_2(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNLOOP_", "RAY_"))}
-    env.update(RAY_ADDRESS=f"127.0.0.1:{free_port()}", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", **SYNTH)
+    env.update(RAY_ADDRESS=f"127.0.0.1:{free_port()}", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+               RAY_USAGE_STATS_ENABLED="0", **SYNTH)
     t0 = time.monotonic()
     p = cli(["--spec", "specs/matmul.yaml", "--backend", "ray", "--out", str(tmp_path / "runs")],
             env, timeout=120)
