@@ -52,8 +52,10 @@ def parse_args(argv=None):
     p = ArgParser(prog="orchestrator.py [run]", description="Optimize a Triton kernel with an agent loop.",
                   epilog=COMMANDS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", help="spec YAML (e.g. specs/matmul.yaml)")
-    p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius"],
-                   help="where candidates run: auto = local if a CUDA GPU is visible, else synthetic")
+    p.add_argument("--backend", default="auto",
+                   choices=["auto", "local", "synthetic", "nebius", "ray"],
+                   help="where candidates run: auto = local if a CUDA GPU is visible, else synthetic; "
+                        "ray = a Ray cluster (RAY_ADDRESS, or a local one)")
     p.add_argument("--proposer", default="auto", choices=["auto", "tuner", "llm"],
                    help="auto = the LLM if KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL is set, else the tuner")
     p.add_argument("--iterations", type=int, help="iteration budget (default: the spec's loop.iterations)")
@@ -113,7 +115,7 @@ def log_to_file(path: Path) -> None:
 
 def versions() -> dict:
     v = {"python": platform.python_version()}
-    for mod in ("torch", "triton"):
+    for mod in ("torch", "triton", *(["ray"] if "ray" in sys.modules else [])):
         try:
             v[mod] = __import__(mod).__version__
         except Exception:   # noqa: BLE001 - a missing package is just not reported
@@ -271,6 +273,9 @@ def loop(args) -> int:
             ev["champion_id"] = st.champion_id
             ev["champion_mean_ms"] = st.champion_profile.get("mean_ms")
         ev["speedup_vs_baseline"] = decision.speedup(st.baseline_mean, ev["champion_mean_ms"])
+        node = ((ev.get("result") or {}).get("backend_meta") or {}).get("node")
+        if node:   # --backend ray: which node ran the job that decided it
+            ev["node"] = node
         if ev["decision"]["promoted"]:
             ev["diagnosis"] = of_result(ev["result"], "candidate", st.cost)
         log.append("iteration", **ev)

@@ -93,7 +93,8 @@ NEBIUS_IMAGE = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel"
 _VARS = [
     # -- the loop and the checker
     Var("KERNLOOP_CHECK_TIMEOUT_S", float, 300.0, "seconds one checker run may take before its "
-        "whole process group is killed (default 300; local and synthetic backends)", 0, 86400, gt=True),
+        "whole process group is killed (default 300; local, synthetic and ray backends)", 0, 86400,
+        gt=True),
     Var("KERNLOOP_PREWARM", ("0", "1"), "1", "`0` makes the checker compile a candidate's kernels "
         "shape by shape instead of all shapes at once in threads (default 1; the GPU path only)"),
     Var("KERNLOOP_NCU", ("auto", "off"), "auto", "`auto` (default): where `ncu` (Nsight Compute) is "
@@ -206,6 +207,17 @@ _VARS = [
         "correctness only, no timing, no peers) or interpret-timed (the interpreter, with the A/B, "
         "the peers and the second look timed on the host clock: a CPU test of the whole path, "
         "never a measurement, so the run is labelled SYNTHETIC; both used by the tests)"),
+    # -- Ray (--backend ray)
+    Var("KERNLOOP_RAY_MODE", ("gpu", "synthetic"), "gpu", "`--backend ray`: `gpu` (default): each "
+        "job asks for one GPU and runs the judge as the local backend does; `synthetic`: no GPU, "
+        "the judge in the Triton interpreter on the node's CPU and timing modeled (perfmodel.py), "
+        "labelled SYNTHETIC (the tests and the CPU benchmark)"),
+    Var("KERNLOOP_RAY_WAIT_S", float, 600.0, "`--backend ray`: seconds a job may wait for a node "
+        "to run it, on top of `KERNLOOP_CHECK_TIMEOUT_S` per candidate; then its task is "
+        "cancelled and its candidates fail (default 600)", 0, None, gt=True),
+    Var("KERNLOOP_RAY_RESOURCES", str, None, "`--backend ray`: more Ray resources each job asks "
+        "for, a JSON object, e.g. `{\"accelerator_type:H200\": 0.001}` to keep every job on one "
+        "GPU model (default: none)"),
 ]
 VARS: dict[str, Var] = {v.name: v for v in _VARS}
 

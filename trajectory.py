@@ -38,7 +38,7 @@ class Common(TypedDict):
     event: str          # the kind: a key of SCHEMA
     ts: str             # ISO 8601 UTC, milliseconds
     run_id: str         # the run folder's name
-    backend: str        # local | synthetic | nebius
+    backend: str        # local | synthetic | nebius | ray
     synthetic: bool     # True: every time in this event is modeled, not measured
 
 
@@ -103,9 +103,10 @@ class Iteration(Common, total=False):
     champion_id: str            # the champion after this decision
     champion_mean_ms: float | None    # its mean time (as recorded when it was promoted)
     speedup_vs_baseline: float | None  # baseline mean / champion_mean_ms after this decision
+    node: str | None            # --backend ray: the node that ran the job its decision came from (host/node id); absent for other backends
     # Only with --parallel/--batch above 1 (scheduler.py); the log is then in decided order:
     evaluated_against: str | None  # the champion of its first evaluation job (None: never timed)
-    evaluations: list           # every job that timed it: {job, against, batch_size, worker, started_s, finished_s, why, verdict, reason, cand_mean_ms, champ_mean_ms}
+    evaluations: list           # every job that timed it: {job, against, batch_size, worker, node, started_s, finished_s, why, verdict, reason, cand_mean_ms, champ_mean_ms}
     superseded: dict | None     # {by, reason}: it won, but the champion kept changing under its re-times
     confirmed: bool | None      # a batch winner: True if it won again alone in a fresh job, False if not
     in_flight: dict             # {proposed_s, decided_s, jobs, in_flight_after, parallel, batch}

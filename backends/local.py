@@ -230,7 +230,6 @@ class SyntheticBackend(Backend):
     def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None,
                  digests=None):
         # peers: modeled runs leave them out (there is no model of torch's or Liger's kernels)
-        from checker.timing import roofline, summarize, ceilings_for
         with self._lock:
             self.jobs += 1
         job = Path(workdir).name
@@ -240,6 +239,12 @@ class SyntheticBackend(Backend):
         out = run_child(cmd, self.timeout_s, cwd=str(workdir),
                         env_extra={"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
         res = parse_child(out, self.name, True, Path(workdir) / "checker.log")
+        return self.model(res, spec, f, configs, job)
+
+    def model(self, res: dict, spec, f: dict, configs: dict | None, job: str) -> dict:
+        """Fill a passed interpreter run's timing from the model (files `f` as staged; `job`
+        keys the noise). Also used by the Ray backend's synthetic mode."""
+        from checker.timing import roofline, summarize, ceilings_for
         res["device"] = SYNTHETIC_DEVICE
         res["timing_model"] = "perfmodel.py (modeled H200; not a measurement)"
         if not res.get("ok"):

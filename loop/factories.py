@@ -38,7 +38,10 @@ def make_backend(name: str, seed: int = 0) -> tuple[Backend, str]:
         except CliMissing as e:
             raise BackendError(f"--backend nebius: {e}") from None
         return backend, reason
-    raise BackendError(f"unknown backend {name!r} (auto, local, synthetic, nebius)")
+    if name == "ray":   # Ray is an optional install: imported only when asked for
+        from backends.ray import connect
+        return connect(seed=seed)   # its line says which cluster (or that it started one)
+    raise BackendError(f"unknown backend {name!r} (auto, local, synthetic, nebius, ray)")
 
 
 def make_proposer(kind: str, spec, seed: int):

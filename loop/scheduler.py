@@ -199,6 +199,11 @@ def _evaluate(backend, spec, job: Job, run_dir: Path) -> list[dict]:
                               job=job.id) for _ in job.cands]
 
 
+def _node(res: dict) -> str | None:
+    """The node a job ran on, where the backend says (--backend ray)."""
+    return ((res or {}).get("backend_meta") or {}).get("node")
+
+
 def _timing(res: dict, side: str):
     return ((res or {}).get(side) or {}).get("mean_ms")
 
@@ -297,7 +302,8 @@ class Driver:
             c.against = c.against or job.champion_id
             c.evaluations.append({
                 "job": job.id, "against": job.champion_id, "batch_size": len(job.cands),
-                "worker": job.slot, "started_s": job.started_s, "finished_s": self.now(),
+                "worker": job.slot, "node": _node(res), "started_s": job.started_s,
+                "finished_s": self.now(),
                 "why": c.why_retime if job.retime else None, "verdict": d["verdict"],
                 "reason": d["reason"], "cand_mean_ms": _timing(res, "candidate"),
                 "champ_mean_ms": _timing(res, "champion")})

@@ -45,7 +45,8 @@ def status_line(ev: dict, done: int, n_total: int, synthetic: bool, width: int =
     tag = "SYNTHETIC " if synthetic else ""
     fill = min(BAR, int(BAR * done / max(n_total, 1)))
     bar = f"{tag}[{'#' * fill}{'.' * (BAR - fill)}] {done:>3}/{n_total} "
-    who = f"{ev.get('candidate_id', '?')} {str(d.get('verdict', '?')):<9} "
+    where = f"on {ev['node']}: " if ev.get("node") else ""   # --backend ray: the node that ran it
+    who = f"{ev.get('candidate_id', '?')} {str(d.get('verdict', '?')):<9} {where}"
     if cand and champ:
         layouts = [(bar, 0), (bar, 1), (f"{tag}{done:>3}/{n_total} ", 1), (f"{tag}{done:>3}/{n_total} ", 2)]
         for head, level in layouts:

@@ -158,8 +158,9 @@ def flight_flags(ev: dict) -> list[dict]:
     evals = [e for e in as_list(ev.get("evaluations")) if isinstance(e, dict)]
     if len(evals) > 1:
         flags.append({"label": f"re-timed x{len(evals) - 1}",
-                      "title": "; ".join(f"{as_text(e.get('job'))} vs {as_text(e.get('against'))}: "
-                                         f"{as_text(e.get('verdict'))}" for e in evals)})
+                      "title": "; ".join(f"{as_text(e.get('job'))} vs {as_text(e.get('against'))}"
+                                         + (f" on {as_text(e.get('node'))}" if e.get("node") else "")
+                                         + f": {as_text(e.get('verdict'))}" for e in evals)})
     if ev.get("confirmed") is True:
         flags.append({"label": "confirmed", "title": "won its batch, then won again alone in a fresh job"})
     elif ev.get("confirmed") is False:
@@ -361,6 +362,7 @@ def build_iteration(ev, idx, ctx):
         "reason": clip(as_text(decision.get("reason")), lim["text"])[0],
         "note": clip(as_text(ev.get("note")), lim["text"])[0],
         "proposer": as_text(ev.get("proposer")), "model": as_text(ev.get("model")),
+        "node": as_text(ev.get("node")) or None,   # --backend ray: the node that ran its job
         "cand_ms": cand_ms, "champ_ms": champ_ms, "cand_std": cand_std, "speed": speed,
         "significant": rule.get("significant") if isinstance(rule.get("significant"), bool) else None,
         "timing_rows": stats_rows(cand_stats, champ_stats) if (cand_stats or champ_stats) else [],
