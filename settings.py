@@ -111,9 +111,9 @@ _VARS = [
         "or a comma list of landlock, proc, uid, seccomp, own_cache, no_bytecode (uid is off on "
         "the GPU unless named: CUDA IPC fails across user ids)"),
     Var("KERNLOOP_CONTAIN_FALLBACK", ("", "shm", "late", "shm,late"), "", "for a GPU whose IPC "
-        "needs what Landlock denies: `shm` lets workers write under /dev/shm, `late` applies "
-        "Landlock after the arena is mapped (then it binds the worker's main thread and what it "
-        "starts later); default neither"),
+        "needs what Landlock denies: `shm` lets workers write under /dev/shm; `late` applies "
+        "Landlock after the arena is mapped on the CPU path too (on the GPU it is always late: "
+        "before CUDA's start it made CUDA fail on the H200); default neither"),
     Var("KERNLOOP_TEST_SEAM", ("", "arbitrary-python"), "", "tests and benches only: the checker "
         "loads kernel files with the audit hook disarmed so its OS layers meet arbitrary code; the "
         "loop never passes it to a checker and refuses a result line that carries it"),

@@ -37,10 +37,17 @@ def load(rel: str) -> dict:
     return json.loads((ROOT / rel).read_text())
 
 
+# JSON whose record names the wrong commit (a device's stale .git): the code that ran, from the
+# session's README.
+RAN_ON = {"results/session5/aa_jobs_softmax.json": "935650a"}
+
+
 def provenance(rel: str) -> str:
     """'`results/x.json` (commit 1a2b3c4, dirty: no)' from its record, else the commit that
     added it to the repository."""
     rec = load(rel).get("record") or {}
+    if rel in RAN_ON:
+        return f"`{rel}` (made by commit {RAN_ON[rel]}: `{rec.get('command', '?')}`)"
     if rec.get("commit"):
         dirty = {True: ", uncommitted changes", False: "", None: ""}[rec.get("dirty")]
         return f"`{rel}` (made by commit {rec['commit'][:10]}{dirty}: `{rec.get('command', '?')}`)"
