@@ -26,7 +26,6 @@ interpreter's, never a measurement; no roofline, no compiled-kernel profile).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -45,6 +44,7 @@ import lockdown  # noqa: E402
 import scratch  # noqa: E402
 import timing  # noqa: E402
 import tree  # noqa: E402
+import source  # noqa: E402
 import validate as V  # noqa: E402
 from validate import Reject  # noqa: E402
 
@@ -53,7 +53,6 @@ WORKER = os.path.join(HERE, "worker.py")
 READY_TIMEOUT_S = 600.0
 WORKER_PIDS: set[int] = set()   # every worker this judge started (the rest of its tree is strays)
 SEAM = "arbitrary-python"       # KERNLOOP_TEST_SEAM's one value (tests and bench only)
-MAX_SOURCE_BYTES = 1_000_000   # a kernel file; the contract allows far less
 
 
 def _phase(result: dict, name: str) -> None:
@@ -133,12 +132,67 @@ def arena_bytes(tensors_shapes) -> int:
     return sum(-(-n // channel.ALIGN) * channel.ALIGN for n in tensors_shapes) + channel.ALIGN
 
 
+def _where(torch, spec: dict, result: dict, interpret: bool, timing_on: bool):
+    """The device, the dtype of each input, the shapes and the references' dtype: the
+    interpreter's (check shapes, 16-bit floats for bf16, float64 references) or the GPU's."""
+    if interpret:
+        device = torch.device("cpu")
+        result["device"] = f"CPU ({platform.machine()}), Triton interpreter"
+        sub = spec.get("check_dtype") or "float16"
+        dtype_of = lambda n: V.torch_dtype(torch, sub if n == "bfloat16" else n)  # noqa: E731
+        shapes, ref_dtype = spec["check_shapes"], torch.float64
+        result["check_dtype"] = sub
+        if timing_on:
+            result["clock"] = "host"   # --host-clock: the interpreter's time, not a measurement
+    else:
+        if not torch.cuda.is_available():
+            raise Reject("harness", "no CUDA device visible (use --mode interpret on a CPU)")
+        device = torch.device("cuda", torch.cuda.current_device())
+        result["device"] = torch.cuda.get_device_name(device)
+        dtype_of = lambda n: V.torch_dtype(torch, n)  # noqa: E731
+        shapes, ref_dtype = spec["shapes"], torch.float32
+    return device, dtype_of, shapes, ref_dtype
+
+
+def _correctness(torch, cases: list, result: dict, cand, allowed, check_ops, bar: tuple,
+                 out_name: str, device: str, sync) -> dict:
+    """Every case through the candidate's worker: its output against the float reference (the
+    bar: tolerance, floor multiple, the 16-bit floor rule), its inputs untouched, its ops
+    allowed. Returns the last reply (its ops are the run's aten ops)."""
+    tol, mult, sixteen = bar
+    rel_l2 = result["rel_l2"]
+    ratios = result.setdefault("floor_ratio", {})
+    for i, c in enumerate(cases):
+        label = c["label"]
+        V.unwritten(torch, c["out"])   # a worker that never copies its output back leaves NaN here
+        sync()
+        r = cand.w.call("call", {"args": c["descs"], "out": c["out_desc"], "poison": True})
+        cand.watch(r, "correctness")
+        if "error" in r:
+            raise Reject("correctness", f"candidate raised on shape {label}: {str(r['error'])[:500]}")
+        check_ops(r.get("ops", []), allowed, "correctness")
+        for j, (v, x) in enumerate(zip(c["views"], c["inputs"])):
+            if not torch.equal(v, x):
+                raise Reject("correctness", f"input {j} was modified by the candidate", False)
+        V.check_meta(r.get("meta") or {}, c["out_shape"], out_name, device)
+        try:
+            rel = V.judge_values(torch, c["out"], c["ref"], tol, c["floor"], mult, label, sixteen)
+        except Reject:
+            rel_l2[label] = _rel_or_nan(torch, c["out"], c["ref"])
+            raise
+        rel_l2[label] = max(rel, rel_l2.get(label, 0.0))
+        ratios[label] = max(rel / max(c["floor"], V.FLOOR_MIN), ratios.get(label, 0.0))
+        if i == 0:
+            _phase(result, "correctness_rest")   # after the first case: its one-off costs end here
+    return r
+
+
 def run(args, spec: dict, result: dict, sides: dict) -> None:
     interpret = args.mode == "interpret"
     timing_on = not args.no_timing and (not interpret or args.host_clock)
     # Each kernel file is read ONCE, here: these bytes (their hash held against the contract's
     # verdict) are what the worker receives and compiles; no process reads the path again.
-    args.sources = {role: read_source(args, role) for role in ("candidate", "champion")
+    args.sources = {role: source.read(args, role) for role in ("candidate", "champion")
                     if getattr(args, role) and (role == "candidate" or timing_on)}
     result["source_sha256"] = {role: sha for role, (_, sha) in args.sources.items()}
     # Workers first: their torch import and CUDA context overlap the judge's own, and its
@@ -158,22 +212,7 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     tol = float(spec["tolerance"])
     mult = float(spec.get("floor_multiple") or V.FLOOR_MULTIPLE)
     result.update(tolerance=tol, floor_multiple=mult)
-    if interpret:
-        device = torch.device("cpu")
-        result["device"] = f"CPU ({platform.machine()}), Triton interpreter"
-        sub = spec.get("check_dtype") or "float16"
-        dtype_of = lambda n: V.torch_dtype(torch, sub if n == "bfloat16" else n)  # noqa: E731
-        shapes, ref_dtype = spec["check_shapes"], torch.float64
-        result["check_dtype"] = sub
-        if timing_on:
-            result["clock"] = "host"   # --host-clock: the interpreter's time, not a measurement
-    else:
-        if not torch.cuda.is_available():
-            raise Reject("harness", "no CUDA device visible (use --mode interpret on a CPU)")
-        device = torch.device("cuda", torch.cuda.current_device())
-        result["device"] = torch.cuda.get_device_name(device)
-        dtype_of = lambda n: V.torch_dtype(torch, n)  # noqa: E731
-        shapes, ref_dtype = spec["shapes"], torch.float32
+    device, dtype_of, shapes, ref_dtype = _where(torch, spec, result, interpret, timing_on)
     out_dtype = dtype_of(spec["output"].get("dtype", spec["dtype"]))
     out_name = str(out_dtype).replace("torch.", "")
     # The floor rule is for kernel files; a torch side is what torch itself gives.
@@ -181,25 +220,14 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     args.floor_rule = sixteen
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
-    cases = []
-    # One more draw per shape where the spec names a stress range for an input (stress_scale).
-    stressed = any(i.get("stress_scale") for i in spec["inputs"])
-    for shape in shapes:
-        for draw in range(args.draws + stressed):
-            seed = secrets.randbits(62)
-            inputs = V.make_inputs(torch, spec, shape, device, dtype_of, seed, stress=draw == args.draws)
-            ref = V.reference(torch, spec, inputs, ref_dtype)
-            cases.append({"shape": shape, "seed": seed, "inputs": inputs, "ref": ref,
-                          "label": V.shape_label(shape),
-                          "out_shape": V.resolve_dims(spec["output"]["shape"], shape),
-                          "floor": V.rounding_floor(torch, ref, out_dtype)})
+    cases = V.draw_cases(torch, spec, shapes, args.draws, device, dtype_of, ref_dtype, out_dtype)
     out_size = torch.empty((), dtype=out_dtype).element_size()
     size = arena_bytes([x.numel() * x.element_size() for c in cases for x in c["inputs"]]
                        + [math.prod(c["out_shape"]) * out_size for c in cases])
     timed = None
     if timing_on:   # the champion's setup is queued now and proceeds while the candidate is checked
         import ab
-        args.champion_load = load_payload(spec, args, "champion", out_name)
+        args.champion_load = source.payload(spec, args, "champion", out_name)
         timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
         size += timed.nbytes
         timed.start_champion(sides["champion"])
@@ -228,7 +256,7 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
     result["stage"] = "load"
     _phase(result, "load")
     cand.threads0 = contain.tasks(cand.w.proc.pid)
-    r = cand.w.call("load", load_payload(spec, args, "candidate", out_name))
+    r = cand.w.call("load", source.payload(spec, args, "candidate", out_name))
     cand.watch(r, "load")
     if "error" in r:
         raise Reject("load", f"candidate failed to load: {str(r['error'])[:1600]}")
@@ -246,32 +274,10 @@ def run(args, spec: dict, result: dict, sides: dict) -> None:
         if (result["prewarm"] or {}).get("stuck"):
             raise Reject("correctness", "candidate did not return within the prewarm time limit")
     _phase(result, "correctness")
-    rel_l2 = result["rel_l2"]
-    ratios = result.setdefault("floor_ratio", {})
     allowed = V.ALLOWED_ATEN | (V.INTERPRETER_ATEN if interpret else set())
     check_ops = (lambda *a: None) if args.candidate_torch else V.check_ops   # torch sides use torch
-    for i, c in enumerate(cases):
-        label = c["label"]
-        V.unwritten(torch, c["out"])   # a worker that never copies its output back leaves NaN here
-        sync()
-        r = cand.w.call("call", {"args": c["descs"], "out": c["out_desc"], "poison": True})
-        cand.watch(r, "correctness")
-        if "error" in r:
-            raise Reject("correctness", f"candidate raised on shape {label}: {str(r['error'])[:500]}")
-        check_ops(r.get("ops", []), allowed, "correctness")
-        for j, (v, x) in enumerate(zip(c["views"], c["inputs"])):
-            if not torch.equal(v, x):
-                raise Reject("correctness", f"input {j} was modified by the candidate", False)
-        V.check_meta(r.get("meta") or {}, c["out_shape"], out_name, str(device))
-        try:
-            rel = V.judge_values(torch, c["out"], c["ref"], tol, c["floor"], mult, label, sixteen)
-        except Reject:
-            rel_l2[label] = _rel_or_nan(torch, c["out"], c["ref"])
-            raise
-        rel_l2[label] = max(rel, rel_l2.get(label, 0.0))
-        ratios[label] = max(rel / max(c["floor"], V.FLOOR_MIN), ratios.get(label, 0.0))
-        if i == 0:
-            _phase(result, "correctness_rest")   # after the first case: its one-off costs end here
+    r = _correctness(torch, cases, result, cand, allowed, check_ops, (tol, mult, sixteen),
+                     out_name, str(device), sync)
     result["correct"] = True
     result["aten_ops"] = sorted(r.get("ops", []))
     result["draws"] = args.draws
@@ -424,56 +430,6 @@ def parse_args(argv=None):
     return a
 
 
-def read_source(args, role: str) -> tuple[bytes, str]:
-    """(bytes, sha256) of one side's kernel file, read once. With --<role>-sha256 (the contract's
-    verdict on the bytes it checked) other bytes are refused before any worker sees them."""
-    try:
-        with open(getattr(args, role), "rb") as f:
-            raw = f.read(MAX_SOURCE_BYTES + 1)
-    except OSError as e:
-        raise Reject("load" if role == "candidate" else "harness",
-                     f"{role} file cannot be read: {e}") from None
-    if len(raw) > MAX_SOURCE_BYTES:
-        raise Reject("load" if role == "candidate" else "harness",
-                     f"{role} file is over {MAX_SOURCE_BYTES} bytes")
-    sha = hashlib.sha256(raw).hexdigest()
-    judged = getattr(args, f"{role}_sha256", None)
-    if judged and judged.lower() != sha:
-        raise Reject("load" if role == "candidate" else "harness",
-                     f"the {role} file is not the one the contract judged (sha256 {sha[:16]} "
-                     f"read, {judged[:16]} judged)")
-    return raw, sha
-
-
-def load_payload(spec: dict, args, role: str, out_dtype: str) -> dict:
-    """What a worker loads: the judged bytes of a kernel file (never its path), or the spec's
-    reference run by torch (a torch side: `baseline: torch`, never a kernel file)."""
-    if getattr(args, f"{role}_torch", False):
-        return {"torch_side": spec, "out_dtype": out_dtype}
-    raw, sha = args.sources[role]
-    return {"source": raw, "sha256": sha, "filename": f"<kernloop-{role}-{sha[:16]}>",
-            "entry": spec["entry"]}
-
-
-def end_of_job(result: dict, args, subreaper) -> None:
-    """Kill the whole tree (every descendant, re-parented daemons included), remove the job's
-    folders, record both; a verdict that passed fails if a process survived or a file stayed."""
-    swept = tree.kill_all(WORKER_PIDS)
-    left = scratch.remove(args.job_dir)
-    judge = result.setdefault("containment", {}).setdefault("judge", {})
-    judge.update(subreaper=subreaper, plan=args.plan, folder=args.job_dir, killed_at_end=swept["killed"],
-                 survivors=swept["survivors"], left_on_disk=left)
-    bad = []
-    # Killed ones are only reported: the judge's own helpers (torch.compile's workers for the
-    # peers, ncu) end here too; a worker's stray was already a rejection (Side.watch, run).
-    if swept["survivors"]:
-        bad.append(f"processes survived the end of the job: {swept['survivors'][:8]}")
-    if left:
-        bad.append(f"files left in the job's folder: {left[:4]}")
-    if bad and result.get("ok"):
-        result.update(ok=False, stage="integrity", error="; ".join(bad))
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     # The result line goes to the real stdout through a descriptor no worker inherits
@@ -518,7 +474,7 @@ def main(argv=None) -> int:
         s.w.kill()
         if s.arena is not None:
             s.arena.unlink()
-    end_of_job(result, args, subreaper)
+    tree.end_of_job(result, args.job_dir, args.plan, subreaper, WORKER_PIDS)
     result.pop("_undumpable", None)
     result["wall_s"] = time.monotonic() - T0
     _phase(result, "end")

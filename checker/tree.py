@@ -10,6 +10,8 @@ import os
 import signal
 import time
 
+import scratch
+
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -100,3 +102,22 @@ def kill_all(workers: set[int], rounds: int = 50) -> dict:
         if p not in workers and is_zombie(p):
             reap(p)
     return {"killed": sorted(killed), "survivors": survivors}
+
+
+def end_of_job(result: dict, job_dir: str, plan: dict, subreaper, workers: set[int]) -> None:
+    """Kill the whole tree (every descendant, re-parented daemons included), remove the job's
+    folders, record both; a verdict that passed fails if a process survived or a file stayed."""
+    swept = kill_all(workers)
+    left = scratch.remove(job_dir)
+    judge = result.setdefault("containment", {}).setdefault("judge", {})
+    judge.update(subreaper=subreaper, plan=plan, folder=job_dir, killed_at_end=swept["killed"],
+                 survivors=swept["survivors"], left_on_disk=left)
+    bad = []
+    # Killed ones are only reported: the judge's own helpers (torch.compile's workers for the
+    # peers, ncu) end here too; a worker's stray was already a rejection (Side.watch, run).
+    if swept["survivors"]:
+        bad.append(f"processes survived the end of the job: {swept['survivors'][:8]}")
+    if left:
+        bad.append(f"files left in the job's folder: {left[:4]}")
+    if bad and result.get("ok"):
+        result.update(ok=False, stage="integrity", error="; ".join(bad))

@@ -6,6 +6,8 @@ imported in the process that holds these references.
 """
 from __future__ import annotations
 
+import secrets
+
 import math
 
 # Default multiple of the rounding floor a 16-bit output may reach (spec key floor_multiple).
@@ -201,3 +203,21 @@ def check_ops(ops, allowed: set, when: str) -> None:
     if bad:
         raise Reject(when, f"the candidate computed with torch ops {', '.join(bad)}: the op must "
                      f"run in its Triton kernel", False)
+
+
+def draw_cases(torch, spec: dict, shapes: list, draws: int, device, dtype_of, ref_dtype, out_dtype) -> list:
+    """Fresh random inputs for every shape, `draws` each (one more where the spec names a
+    stress range), with their float reference and rounding floor, made here in the judge."""
+    cases = []
+    # One more draw per shape where the spec names a stress range for an input (stress_scale).
+    stressed = any(i.get("stress_scale") for i in spec["inputs"])
+    for shape in shapes:
+        for draw in range(draws + stressed):
+            seed = secrets.randbits(62)
+            inputs = make_inputs(torch, spec, shape, device, dtype_of, seed, stress=draw == draws)
+            ref = reference(torch, spec, inputs, ref_dtype)
+            cases.append({"shape": shape, "seed": seed, "inputs": inputs, "ref": ref,
+                          "label": shape_label(shape),
+                          "out_shape": resolve_dims(spec["output"]["shape"], shape),
+                          "floor": rounding_floor(torch, ref, out_dtype)})
+    return cases
