@@ -173,6 +173,9 @@ class Walker(Launchers):
             elif isinstance(d, ast.Call) and (d.args or any(k.arg not in allowed_kw or not (self.const(k.value) or (
                     isinstance(k.value, ast.List) and all(map(self.const, k.value.elts)))) for k in d.keywords)):
                 self.add(d, f"'@{_src(d)}': only {', '.join(sorted(allowed_kw))} with literal values")
+        if len(fn.decorator_list) > 1:
+            self.add(fn.decorator_list[1], f"'{fn.name}' has {len(fn.decorator_list)} decorators: "
+                                           "a kernel has exactly one, @triton.jit")
         return bool(fn.decorator_list)
 
     def signature(self, fn: ast.FunctionDef, jit: bool) -> set[int]:

@@ -326,6 +326,7 @@ HOSTILE = [
     ("do_not_specialize_string", BASE.replace("@triton.jit", "@triton.jit(do_not_specialize='K')"), 10, "decorator keyword do_not_specialize=takes only a list"),
     ("do_not_specialize_unknown", BASE.replace("@triton.jit", "@triton.jit(do_not_specialize=['nope'])"), 10, "takes only a list of this kernel's parameter names"),
     ("noinline_string", BASE.replace("@triton.jit", "@triton.jit(noinline='yes')"), 10, "decorator keyword noinline=takes only True or False"),
+    ("jit_twice", BASE.replace("@triton.jit", "@triton.jit\n@triton.jit"), 11, "'_matmul_kernel' has 2 decorators: a kernel has exactly one"),
     ("code_object_swap", hostile_cases.code_object_swapped(BASE), 77, "a module-level assignment must bind one name to a constant"),
     ("code_object_swap_in_launcher", launcher("_matmul_kernel.fn.__code__ = matmul.__code__"), L, "attribute '.fn' is not in the allow-list"),
     # -- Python that would run in Triton's compiler (or as the interpreted kernel)

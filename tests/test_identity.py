@@ -196,3 +196,45 @@ def test_the_contract_works_out_the_same_texts_as_the_installed_triton(tmp_path)
         text = identity.source_text(files[i].encode())
         sim = contract_text.simulated_sources(text, ast.parse(text))[first]
         assert sim == texts, (i, first)
+
+
+_COMPILE_TIME = """
+import sys, triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+def helper(x):
+    open(sys.argv[1], "w").write("Python ran inside Triton's code generator")
+    return x
+@triton.jit
+def k(x_ptr, F: tl.constexpr):
+    tl.store(x_ptr, F(tl.load(x_ptr)))
+triton.compile(ASTSource(fn=k, signature={"x_ptr": "*fp32", "F": "constexpr"}, constexprs={"F": helper}),
+               target=GPUTarget("cuda", 90, 32))
+"""
+
+
+def test_triton_calls_python_at_compile_time_and_the_contract_lets_none_through(tmp_path):
+    """The code generator calls a Python callable a kernel is given (no GPU needed to compile
+    for one): the way is real. Every way a kernel file could hand one over is rejected."""
+    import contract
+    marker, script = tmp_path / "marker", tmp_path / "compile_time.py"
+    script.write_text(_COMPILE_TIME)   # Triton reads a kernel's source from its file
+    p = subprocess.run([sys.executable, str(script), str(marker)], capture_output=True, text=True,
+                       timeout=300, env={**__import__("os").environ, "TRITON_CACHE_DIR": str(tmp_path / "cache"),
+                                         "TRITON_INTERPRET": ""})
+    assert p.returncode == 0 and marker.read_text().startswith("Python ran"), p.stderr[-2000:]
+    sig = "GROUP_M: tl.constexpr):"
+    ways = {   # a callable handed to the kernel, or one the kernel reaches by itself: its reason
+        "(function) passed to a kernel launch": BASE.replace(sig, "GROUP_M: tl.constexpr, F: tl.constexpr):")
+        .replace('num_stages=cfg["num_stages"])', 'num_stages=cfg["num_stages"], F=matmul)'),
+        "(grid) passed to a kernel launch": BASE.replace(sig, "GROUP_M: tl.constexpr, F: tl.constexpr):")
+        .replace('num_stages=cfg["num_stages"])', 'num_stages=cfg["num_stages"], F=grid)')
+        .replace("    grid = (", "    g0 = (").replace("    cfg = CONFIG\n", "    cfg = CONFIG\n    grid = lambda META: (1,)\n"),
+        "defaults of a kernel must be literal constants": BASE.replace(sig, "GROUP_M: tl.constexpr, F: tl.constexpr = matmul):"),
+        "module-level 'F' is not a literal constant": BASE.replace("CONFIG = dict(", "F = tl.constexpr(print)\nCONFIG = dict("),
+        "builtin 'max' used as a value": BASE.replace("    pid = tl.program_id(0)\n", "    pid = tl.reduce(tl.program_id(0), 0, max)\n"),
+        "decorator '@triton.constexpr_function' is not in the allow-list": BASE.replace("@triton.jit\n", "@triton.constexpr_function\n"),
+        "decorator '@triton.heuristics' is not in the allow-list": BASE.replace("@triton.jit\n", "@triton.heuristics({'X': lambda a: 1})\n@triton.jit\n"),
+    }
+    for why, code in ways.items():
+        assert code != BASE and any(why in r for r in contract.check(code, SPEC)), why
