@@ -27,4 +27,4 @@ def test_the_terminal_row_reads_the_typed_result():
     assert "0.2500 ms, 2.00x the champion (0.5000 ms, same job) | BLOCK_M 64" in line
     ev["result"] = None
     ev["decision"]["reason"] = "no result from the backend"
-    assert status_line(ev, 3, 10, synthetic=False).endswith("promoted  no result from the backend")
+    assert status_line(ev, 3, 10, synthetic=False).endswith("promoted  no result from the backend | BLOCK_M 64")
