@@ -82,6 +82,16 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def age_s(pid: int) -> float:
+    """How long process `pid` has run, in seconds (from /proc); infinity when it is gone."""
+    try:
+        start = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return float("inf")
+    return uptime - start / os.sysconf("SC_CLK_TCK")
+
+
 def judges_under(pid: int) -> list[int]:
     """The judge processes (check.py) running under a node's raylet."""
     out = []

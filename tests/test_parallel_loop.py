@@ -17,7 +17,8 @@ NO_LLM = {k: v for k, v in os.environ.items()
           if not k.startswith(("KERNLOOP_LLM", "TAVILY", "NVIDIA_API"))}
 VOLATILE = {"ts", "run_id", "latency_s", "wall_s", "duration_s", "argv", "t_s", "phases_s",
             "compile_s", "elapsed_s", "phase_s", "rel_l2",   # the checker draws fresh inputs
-            "floors", "floor_ratio", "workers"}   # rounding floors of those inputs; worker pids
+            "floors", "floor_ratio", "workers",   # rounding floors of those inputs; worker pids
+            "cost_s", "folder"}   # what each containment layer took to apply; the job's scratch folder
 
 
 def run_cli(args, timeout=600):
