@@ -15,6 +15,26 @@ def _text(x) -> str:
     return x if isinstance(x, str) else ("" if x is None else repr(x)[:2000])
 
 
+def same_bytes(result: dict | None, judged: dict) -> dict | None:
+    """The result, or a failed copy of it when a side's bytes (the judge's `source_sha256`, the
+    hash of what it read and sent its worker) are not the bytes the contract judged. `judged`:
+    {"candidate": sha256, "champion": sha256}; a side whose judged hash is None is not checked
+    (the torch reference, or a log from before hashes were kept), nor a champion the judge did
+    not read."""
+    if not isinstance(result, dict) or not result.get("ok"):
+        return result
+    got = result.get("source_sha256") if isinstance(result.get("source_sha256"), dict) else {}
+    for side in ("candidate", "champion"):
+        want = judged.get(side)
+        # The candidate always runs; the champion only where the judge times it (a synthetic
+        # job models its time from the judged CONFIG and never reads its file).
+        if want and (side == "candidate" or side in got) and got.get(side) != want:
+            return {**result, "ok": False, "stage": "identity",
+                    "error": f"the {side} bytes timed are not the bytes judged (sha256 "
+                             f"{str(got.get(side))[:16]} timed, {want[:16]} judged)"}
+    return result
+
+
 def decide(result: dict | None, min_gain: float = LOOP_DEFAULTS["min_gain"], sigma: float = LOOP_DEFAULTS["sigma"],
            require_significance: bool = True) -> dict:
     """Promote only if the candidate is correct, its mean beats the champion's mean measured in

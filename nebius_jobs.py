@@ -29,7 +29,8 @@ from pathlib import Path
 from backends.local import Backend, failed_result, stage_job
 from backends.nebius_batch import BATCH_MARKER, parse_batch_lines, stage_batch
 from backends.nebius_cli import (FINAL_STATES, CliMissing, CliOut, classify_cli_error,  # noqa: F401
-                        job_id_from_create, job_status, load_json, normalize_state, run_cli)
+                                 find_cli, job_id_from_create, job_status, load_json, normalize_state,
+                                 run_cli)
 from backends.nebius_settings import NebiusSettings, settings_from_env  # noqa: F401
 from backends.resultline import MARKER, ResultLineError, parse_result_line, strip_ansi, validate_result
 
@@ -144,6 +145,10 @@ class NebiusBackend(Backend):
     @classmethod
     def from_env(cls, env=None) -> "NebiusBackend":
         return cls(settings_from_env(env))
+
+    def preflight(self) -> None:
+        """Before any run folder or job: the CLI must be there (CliMissing says how to install it)."""
+        find_cli(self.settings.cli)
 
     # -- CLI plumbing
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import platform
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -30,9 +29,10 @@ from standing.diagnosis import compulsory_bytes, of_result
 from loop.factories import make_backend, make_proposer
 from loop.finaljob import final_job, final_summary
 from loop.state import State
-from loop.iteration import candidate_event, proposal_context, run_iteration
-from loop.runfolder import check_baseline, start_run
+from loop.iteration import candidate_event, evaluate_judged, proposal_context, run_iteration
+from loop.runfolder import RunFolderError, check_baseline, judge_baseline, start_run, write_judged_copy
 from spec import load_spec
+from loop import terminal
 from loop.terminal import baseline_line, status_line
 from trajectory import RunLog, end_run
 from propose.tuner import Tuner
@@ -52,8 +52,10 @@ def parse_args(argv=None):
     p = ArgParser(prog="orchestrator.py [run]", description="Optimize a Triton kernel with an agent loop.",
                   epilog=COMMANDS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", help="spec YAML (e.g. specs/matmul.yaml)")
-    p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius"],
-                   help="where candidates run: auto = local if a CUDA GPU is visible, else synthetic")
+    p.add_argument("--backend", default="auto",
+                   choices=["auto", "local", "synthetic", "nebius", "ray"],
+                   help="where candidates run: auto = local if a CUDA GPU is visible, else synthetic; "
+                        "ray = a Ray cluster (RAY_ADDRESS, or a local one)")
     p.add_argument("--proposer", default="auto", choices=["auto", "tuner", "llm"],
                    help="auto = the LLM if KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL is set, else the tuner")
     p.add_argument("--iterations", type=int, help="iteration budget (default: the spec's loop.iterations)")
@@ -96,9 +98,24 @@ def render_page(run_dir: Path) -> Path | None:
         return None
 
 
+LIBRARY_LOG = "kernloop.log"   # in the run folder: what libraries log (httpx, the LLM client)
+
+
+def log_to_file(path: Path) -> None:
+    """Send library logging to `path` (appended; one handler per process)."""
+    for h in list(logging.root.handlers):
+        if getattr(h, "kernloop_file", False):
+            logging.root.removeHandler(h)
+            h.close()
+    h = logging.FileHandler(path, encoding="utf-8", delay=True)
+    h.kernloop_file = True
+    h.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.root.addHandler(h)
+
+
 def versions() -> dict:
     v = {"python": platform.python_version()}
-    for mod in ("torch", "triton"):
+    for mod in ("torch", "triton", *(["ray"] if "ray" in sys.modules else [])):
         try:
             v[mod] = __import__(mod).__version__
         except Exception:   # noqa: BLE001 - a missing package is just not reported
@@ -149,15 +166,19 @@ def loop(args) -> int:
         run_id = run_dir.name
     args.run_dir = run_dir   # for the resume hint on Ctrl-C
     log = RunLog(run_dir / "run.jsonl", run_id, backend.name, backend.synthetic)
-    say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
     tag = "SYNTHETIC " if backend.synthetic else ""
-    say(f"{tag}kernloop: {backend_why}")
-    say(f"{tag}kernloop: {proposer_note}")
+    log_to_file(run_dir / LIBRARY_LOG)   # library logging (the LLM client, httpx): off the terminal
+    say = terminal.printer(tag, quiet=args.quiet)   # every line tagged, within 120 columns
+    args.tag = tag
+    if hasattr(backend, "say"):   # the Nebius backend's progress lines (stderr)
+        backend.say = terminal.printer(tag, stream=sys.stderr)
+    say(f"kernloop: {backend_why}")
+    say(f"kernloop: {proposer_note}")
     tuner = proposer if isinstance(proposer, Tuner) else None
     if tuner is not None:
-        say(f"{tag}kernloop: research off: {research.TUNER_NOTE}")
+        say("kernloop: research off (the tuner changes numbers only; it reads no notes)")
     elif researcher is not None:
-        say(f"{tag}kernloop: research source: {researcher.source}")
+        say(f"kernloop: research source: {researcher.source}")
 
     st = State(compulsory_bytes(spec), backend.synthetic)
     st.torch_start = spec.torch_baseline
@@ -178,7 +199,7 @@ def loop(args) -> int:
         st.replay(resume_events, tuner, run_dir)
         log.append("resume", after_iteration=st.done, previous=interruptions[-1]["how"],
                    argv=sys.argv[1:])
-        say(f"{tag}kernloop: resuming {run_dir} after iteration {st.done} "
+        say(f"kernloop: resuming {terminal.short_path(run_dir)} after iteration {st.done} "
             f"(champion {st.champion_id})")
 
     def interrupted(why: str) -> None:   # Ctrl-C or SIGTERM: the run ends, resumable
@@ -189,17 +210,20 @@ def loop(args) -> int:
     render_page(run_dir)
 
     if not st.baseline_done:
-        st.champion_config = contract.read_config((run_dir / "baseline.py").read_text())
+        st.champion_config = contract.read_config((run_dir / "baseline.py").read_bytes())
+        st.champion_sha256 = judge_baseline(run_dir, spec)   # None: the torch reference
         base = None if st.torch_start else run_dir / "baseline.py"   # None: the torch reference
         if hasattr(backend, "sight_cache") and settings.get("KERNLOOP_SIGHT_CACHE") == "1":
             backend.sight_cache = run_dir.parent / ".cache" / "sight"   # the baseline's look, reused
-        bres = backend.evaluate(spec, base, base, run_dir / "jobs" / "baseline",
-                                configs={"candidate": st.champion_config, "champion": st.champion_config},
+        sha = st.champion_sha256
+        bres = evaluate_judged(backend, spec, base, base, run_dir / "jobs" / "baseline",
+                               {"candidate": sha, "champion": sha},
+                               configs={"candidate": st.champion_config, "champion": st.champion_config},
                                 **({"peers": True} if getattr(backend, "times_peers", False) else {}))
         if hasattr(backend, "sight_cache"):
             backend.sight_cache = None
         log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
-                   candidate_config=st.champion_config, result=bres,
+                   candidate_sha256=sha, candidate_config=st.champion_config, result=bres,
                    diagnosis=of_result(bres, "candidate", st.cost) if bres.get("ok") else None)
         render_page(run_dir)
         if not bres.get("ok"):
@@ -215,10 +239,10 @@ def loop(args) -> int:
         st.champion_profile = st.profile_from(bres)
         st.baseline_mean = st.champion_profile.get("mean_ms")
         st.stand(bres)
-        say(tag + baseline_line(bres, spec, backend.synthetic, torch=st.torch_start))
+        say(baseline_line(bres, spec, backend.synthetic, torch=st.torch_start))
         for text in briefing.peers_lines((st.peers_block or {}).get("peers"), None,
                                          (st.peers_block or {}).get("skipped")):
-            say(f"{tag}{text}")
+            say(text)
 
     def do_research(trigger: str):
         if researcher is None:
@@ -227,7 +251,7 @@ def loop(args) -> int:
         log.append("research", before_iteration=st.done + 1, **fields)
         if fields.get("notes"):
             st.notes = fields["notes"]
-        say(f"{tag}research ({fields.get('source')}, {trigger}): "
+        say(f"research ({fields.get('source')}, {trigger}): "
             + (f"{len(fields.get('notes') or '')} chars of notes" if fields.get("notes")
                else f"no notes ({fields.get('error')})"))
 
@@ -256,12 +280,15 @@ def loop(args) -> int:
             ev["champion_id"] = st.champion_id
             ev["champion_mean_ms"] = st.champion_profile.get("mean_ms")
         ev["speedup_vs_baseline"] = decision.speedup(st.baseline_mean, ev["champion_mean_ms"])
+        node = ((ev.get("result") or {}).get("backend_meta") or {}).get("node")
+        if node:   # --backend ray: which node ran the job that decided it
+            ev["node"] = node
         if ev["decision"]["promoted"]:
             ev["diagnosis"] = of_result(ev["result"], "candidate", st.cost)
         log.append("iteration", **ev)
         st.apply(ev, tuner)
         secondlook.ask(backend, spec, ev, run_dir)
-        say(status_line(ev, budget, backend.synthetic))
+        say(status_line(ev, len(st.seen), budget, backend.synthetic))
         if is_fatal:
             fatal = ev["proposal"].get("error") or "fatal proposer error"
         elif stop_llm := decision.transport_stop(st.transport_failures, st.refused,
@@ -286,8 +313,11 @@ def loop(args) -> int:
         record(ev, is_fatal)
     args.on_interrupt = None
     stopped, why = rule
-    if not st.champion_is_torch:   # a torch champion has no kernel file
-        shutil.copyfile(run_dir / st.champion_file, run_dir / "champion.py")
+    if not st.champion_is_torch:   # a torch champion has no kernel file; champion.py is
+        try:                         # written only from the bytes that were judged
+            write_judged_copy(run_dir / st.champion_file, run_dir / "champion.py", st.champion_sha256)
+        except (RunFolderError, OSError) as e:
+            print(f"warning: {e}", file=sys.stderr)
     champ_mean = st.champion_profile.get("mean_ms")
     secondlook.join(backend, log, st)
     fres = final_job(st, spec, backend, run_dir, log, stopped)
@@ -304,13 +334,14 @@ def loop(args) -> int:
         page.render_index(run_dir.parent)   # runs/index.html lists every run
     except Exception as e:  # noqa: BLE001 - the index is a convenience, never fatal
         print(f"warning: runs index not rendered: {e}", file=sys.stderr)
-    label = " (synthetic run: modeled timings, not measurements)" if backend.synthetic else ""
-    print(f"{tag}done: {why}. {st.champion_id}: {line}{label}")
-    print(tag + ("champion: the torch reference (no candidate beat it)" if st.champion_is_torch
-                 else f"champion kernel: {run_dir / 'champion.py'}"))
-    print(f"{tag}page: {page_path or run_dir / 'trajectory.html'}")
+    out = terminal.printer(tag)   # the summary is printed even with --quiet
+    out(f"done: {why}.")
+    out(f"{st.champion_id}: {line}" + (" (synthetic run: modeled, not measured)" if backend.synthetic else ""))
+    out("champion: the torch reference (no candidate beat it)" if st.champion_is_torch
+        else f"champion kernel: {terminal.short_path(run_dir / 'champion.py')}")
+    out(f"page: {terminal.short_path(page_path or run_dir / 'trajectory.html')}")
     if fatal:
-        print(f"error: {fatal}", file=sys.stderr)
+        print(f"error: {tag}{fatal}", file=sys.stderr)   # one line, as every error: (scripts grep it)
         return 1
     return 0
 
@@ -319,9 +350,10 @@ def run(argv: list[str]) -> int:
     """`run`: the loop, with Ctrl-C and SIGTERM as one interrupt that ends the run cleanly."""
     args = parse_args(argv)
     interrupts.install()
-    if not args.quiet:   # the LLM client logs one line per proposal on the kernloop.* loggers
-        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+    # Library logging (the LLM client's one line per proposal, httpx's requests) never reaches
+    # the terminal: until the run folder exists it goes nowhere, then into its kernloop.log.
+    logging.root.addHandler(logging.NullHandler())
+    logging.root.setLevel(logging.INFO)
     try:
         return loop(args)
     except KeyboardInterrupt as e:
@@ -331,8 +363,12 @@ def run(argv: list[str]) -> int:
         if on_interrupt is not None:
             on_interrupt("interrupted by " + ("SIGTERM" if term else "Ctrl-C (SIGINT)"))
         run_dir = getattr(args, "run_dir", None)
-        where = f" (resume with: python orchestrator.py --resume {run_dir})" if run_dir else ""
-        print(f"\ninterrupted{where}", file=sys.stderr)
+        print(file=sys.stderr)
+        say = terminal.printer(getattr(args, "tag", ""), stream=sys.stderr)
+        say("interrupted" + ("; resume with:" if run_dir else ""))
+        if run_dir:   # the same absolute path the page shows: it works from any directory
+            print(f"{getattr(args, 'tag', '')}  python orchestrator.py --resume {run_dir}",
+                  file=sys.stderr)   # a command to copy: never wrapped
         return 143 if term else 130
     finally:
         close = getattr(args, "close_backend", None)

@@ -5,8 +5,9 @@ one reader that turns a bad value into one SettingsError naming the variable and
     settings.validate(os.environ)                       # before a run folder exists
 
 The README's environment table is `readme_table()` (tests/test_settings.py keeps them equal).
-The checker (checker/) stays self-contained and reads KERNLOOP_PREWARM and KERNLOOP_NCU itself;
-they are declared here so they are documented and validated with the rest.
+The checker (checker/) stays self-contained and reads KERNLOOP_PREWARM, KERNLOOP_NCU and its
+containment switches (KERNLOOP_CONTAIN*, KERNLOOP_TEST_SEAM) itself; they are declared here so
+they are documented and validated with the rest.
 """
 from __future__ import annotations
 
@@ -92,7 +93,8 @@ NEBIUS_IMAGE = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-devel"
 _VARS = [
     # -- the loop and the checker
     Var("KERNLOOP_CHECK_TIMEOUT_S", float, 300.0, "seconds one checker run may take before its "
-        "whole process group is killed (default 300; local and synthetic backends)", 0, 86400, gt=True),
+        "whole process group is killed (default 300; local, synthetic and ray backends)", 0, 86400,
+        gt=True),
     Var("KERNLOOP_JUDGE", ("warm", "warm-fresh", "cold"), "warm", "`warm` (default): the local "
         "backend keeps one judge per GPU for the whole run (checker/serve.py): the champion's "
         "worker stays, candidate workers start ahead, a promoted candidate's second look runs "
@@ -102,7 +104,7 @@ _VARS = [
         "bench/verdict_speed.py)"),
     Var("KERNLOOP_SIGHT_CACHE", ("0", "1"), "1", "`1` (default): the baseline's peers and profile "
         "are kept under `<--out>/.cache/sight/` and reused by a later run of the same spec, "
-        "baseline, device and versions (docs/drafts/warm-judge.md says what the key holds); `0`: "
+        "baseline, device and versions (docs/warm-judge.md says what the key holds); `0`: "
         "measured anew every run"),
     Var("KERNLOOP_PREWARM", ("0", "1"), "1", "`0` makes the checker compile a candidate's kernels "
         "shape by shape instead of all shapes at once in threads (default 1; the GPU path only)"),
@@ -111,6 +113,21 @@ _VARS = [
         "throughput % of peak, achieved occupancy, top warp stalls); where it is not, the profile "
         "says so; `off`: never run ncu. Anything else is an error. A Nebius job's checker gets "
         "this machine's value (`ncu=` in the job's arguments)"),
+    Var("KERNLOOP_CONTAIN", ("", "strict", "best-effort"), "", "how the checker's workers take "
+        "their OS containment (Landlock, seccomp, own user id, own scratch and Triton cache, no "
+        "bytecode): `strict` (default on the CPU path) refuses to run a worker whose asked layer "
+        "did not hold; `best-effort` (default on the GPU) runs it and reports what held in the "
+        "result line's `containment`"),
+    Var("KERNLOOP_CONTAIN_LAYERS", str, None, "the workers' OS layers: `all` (default), `none`, "
+        "or a comma list of landlock, proc, uid, seccomp, own_cache, no_bytecode (uid is off on "
+        "the GPU unless named: CUDA IPC fails across user ids)"),
+    Var("KERNLOOP_CONTAIN_FALLBACK", ("", "shm", "late", "shm,late"), "", "for a GPU whose IPC "
+        "needs what Landlock denies: `shm` lets workers write under /dev/shm; `late` applies "
+        "Landlock after the arena is mapped on the CPU path too (on the GPU it is always late: "
+        "before CUDA's start it made CUDA fail on the H200); default neither"),
+    Var("KERNLOOP_TEST_SEAM", ("", "arbitrary-python"), "", "tests and benches only: the checker "
+        "loads kernel files with the audit hook disarmed so its OS layers meet arbitrary code; the "
+        "loop never passes it to a checker and refuses a result line that carries it"),
     Var("KERNLOOP_PYCACHE", ("0", "1"), "1", "`0` leaves Python's bytecode settings of checker "
         "children alone. By default, where torch's bytecode is not kept (`PYTHONDONTWRITEBYTECODE` "
         "set, or a read-only install) the children write it under "
@@ -201,6 +218,17 @@ _VARS = [
         "correctness only, no timing, no peers) or interpret-timed (the interpreter, with the A/B, "
         "the peers and the second look timed on the host clock: a CPU test of the whole path, "
         "never a measurement, so the run is labelled SYNTHETIC; both used by the tests)"),
+    # -- Ray (--backend ray)
+    Var("KERNLOOP_RAY_MODE", ("gpu", "synthetic"), "gpu", "`--backend ray`: `gpu` (default): each "
+        "job asks for one GPU and runs the judge as the local backend does; `synthetic`: no GPU, "
+        "the judge in the Triton interpreter on the node's CPU and timing modeled (perfmodel.py), "
+        "labelled SYNTHETIC (the tests and the CPU benchmark)"),
+    Var("KERNLOOP_RAY_WAIT_S", float, 600.0, "`--backend ray`: seconds a job may wait for a node "
+        "to run it, on top of `KERNLOOP_CHECK_TIMEOUT_S` per candidate; then its task is "
+        "cancelled and its candidates fail (default 600)", 0, None, gt=True),
+    Var("KERNLOOP_RAY_RESOURCES", str, None, "`--backend ray`: more Ray resources each job asks "
+        "for, a JSON object, e.g. `{\"accelerator_type:H200\": 0.001}` to keep every job on one "
+        "GPU model (default: none)"),
 ]
 VARS: dict[str, Var] = {v.name: v for v in _VARS}
 

@@ -34,9 +34,10 @@ LOOP_KEYS = set(LOOP_DEFAULTS)
 class SpecError(KernLoopError, ValueError):
     """A spec that cannot be used: the message names the file and the field (None: the file)."""
 
-    def __init__(self, path, field_name, msg):
+    def __init__(self, path, field_name, msg, where: str | None = None):
         self.path, self.field, self.msg = str(path), field_name, msg
-        super().__init__(f"{path}: field '{field_name}': {msg}" if field_name else msg)
+        super().__init__(f"{path}: {where}: {msg}" if where else
+                         f"{path}: field '{field_name}': {msg}" if field_name else msg)
 
 
 def _known(d, allowed, path, where):
@@ -209,8 +210,11 @@ def _load(path: Path) -> Spec:
         raise SpecError(path, None, f"spec file not found: {path}")
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506
-    except yaml.YAMLError as e:
-        raise SpecError(path, "(yaml)", f"not valid YAML: {e}") from None
+    except yaml.YAMLError as e:   # one line naming the file, the line and the column
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        what = "; ".join(str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
+        raise SpecError(path, "(yaml)", f"not valid YAML: {what or type(e).__name__}",
+                        where=f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(yaml)") from None
     if not isinstance(raw, dict):
         raise SpecError(path, "(top level)", "must be a mapping of fields")
     unknown = sorted(set(raw) - KNOWN_FIELDS)
@@ -275,6 +279,8 @@ def _load(path: Path) -> Spec:
             raise SpecError(path, "output.shape", f"symbol {s!r} is not used by any input")
     reference = _req(raw, "reference", path, "", str)
     ref_source, ref_fn = _reference(reference, path)
+    if ref_source is None:
+        _reference_names(reference, names, path)
     for i, inp in enumerate(inputs):   # a randint bound may be a shape symbol
         for k in ("low", "high"):
             if isinstance(inp.get(k), str) and inp[k] not in symbols:
@@ -416,3 +422,45 @@ def _reference(reference: str, path: Path) -> tuple[str | None, str | None]:
     if not any(isinstance(n, ast.FunctionDef) and n.name == m["fn"] for n in tree.body):
         raise SpecError(path, "reference", f"{f} defines no top-level function {m['fn']!r}")
     return source, m["fn"]
+
+
+REFERENCE_GLOBALS = ("torch", "F", "math")   # what the checker evaluates an expression with
+
+
+def _reference_names(expr: str, inputs: list[str], path: Path) -> None:
+    """A typo in an expression reference (`a @ bb`, `torch.sofmax(x)`) is the spec's error at
+    load time, not a baseline that fails after a job: every free name must be an input, torch,
+    F, math or a builtin, and every dotted name under torch, F or math must exist."""
+    import builtins
+    tree = ast.parse(expr.strip(), mode="eval")
+    bound = {a.arg for n in ast.walk(tree) if isinstance(n, ast.Lambda) for a in n.args.args}
+    bound |= {t.id for n in ast.walk(tree) if isinstance(n, ast.comprehension)
+              for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id not in set(inputs) | set(REFERENCE_GLOBALS) | bound \
+                and not hasattr(builtins, n.id):
+            raise SpecError(path, "reference", f"unknown name {n.id!r} (the inputs are {', '.join(inputs)}; "
+                            f"{', '.join(REFERENCE_GLOBALS)} are available)")
+    chains = set()
+    for n in ast.walk(tree):
+        parts = []
+        while isinstance(n, ast.Attribute):
+            parts.insert(0, n.attr)
+            n = n.value
+        if parts and isinstance(n, ast.Name) and n.id in REFERENCE_GLOBALS and n.id not in bound:
+            chains.add((n.id, *parts))
+    if not chains:
+        return
+    import math
+    try:
+        import torch
+    except ImportError:   # no torch here: the checker, which has it, will say
+        return
+    roots = {"torch": torch, "F": torch.nn.functional, "math": math}
+    for chain in sorted(chains):
+        obj = roots[chain[0]]
+        for i, attr in enumerate(chain[1:], 1):
+            if not hasattr(obj, attr):
+                raise SpecError(path, "reference", f"{'.'.join(chain[:i + 1])} does not exist "
+                                f"(torch {torch.__version__})")
+            obj = getattr(obj, attr)

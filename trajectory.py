@@ -1,12 +1,12 @@
 """The run log: one typed event schema for run.jsonl, its one writer (RunLog) and its one reader.
 
 Every line is one JSON object, flushed and fsynced as it happens. The schema below is the only
-documentation of the fields (README links here); RunLog.append refuses a field it does not
+documentation of the fields (docs/events.md links here); RunLog.append refuses a field it does not
 declare, so code and documentation cannot drift apart.
 
 How to add a field: add one annotated line, with a comment saying what it holds, to the event's
 TypedDict below (`Iteration`, `RunEnd`, ...). Nothing else: the writer, the reader, the schema
-test and README's table (tests/test_readme.py checks it against SCHEMA) all follow from it.
+test and docs/events.md's table (tests/test_readme.py checks it against SCHEMA) all follow from it.
 Use `X | None` when the field may be null. A new event kind is a new TypedDict plus one entry in
 SCHEMA. A new `stopped` value is one more entry in STOPPED.
 
@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -36,7 +38,7 @@ class Common(TypedDict):
     event: str          # the kind: a key of SCHEMA
     ts: str             # ISO 8601 UTC, milliseconds
     run_id: str         # the run folder's name
-    backend: str        # local | synthetic | nebius
+    backend: str        # local | synthetic | nebius | ray
     synthetic: bool     # True: every time in this event is modeled, not measured
 
 
@@ -66,6 +68,7 @@ class RunStart(Common, total=False):
 class Baseline(Common, total=False):
     candidate_id: str           # always "baseline"
     candidate_file: str         # baseline.py, relative to the run folder
+    candidate_sha256: str | None  # sha256 of its bytes as the contract judged them (None: the torch reference)
     candidate_config: dict | None  # the baseline's CONFIG dict (contract.read_config)
     result: dict                # the checker's KERNLOOP_RESULT for the baseline, timed against itself
     diagnosis: list | None      # diagnosis.of_result() of the baseline: [{rule, text}]
@@ -86,22 +89,24 @@ class Iteration(Common, total=False):
     iteration: int              # 1-based
     candidate_id: str           # itNNNN
     candidate_file: str | None  # candidates/itNNNN.py, None when the proposal produced no code
+    candidate_sha256: str | None  # sha256 of that file's bytes: what the contract judged and the judge must run
     candidate_config: dict | None  # the candidate's CONFIG dict, as parsed once by contract.read_config
     parent_id: str              # the champion the candidate was proposed from
     proposer: str               # tuner | nemotron
     model: str | None           # the LLM's model id
     note: str                   # the proposer's one-line note
     proposal: dict              # meta: latency_s, tokens, finish_reason, error, parse_error, prompt_file, response_file, config
-    contract: dict | None       # {ok, reasons}; None when there was no code
+    contract: dict | None       # {ok, reasons, sha256 of the bytes judged}; None when there was no code
     result: dict | None         # the checker's result line (None when never run)
     decision: dict              # decision.decide(): {verdict, promoted, reason, rule{..., gain, speedup}}
     diagnosis: list | None      # diagnosis.of_result() of a promoted candidate: [{rule, text}]
     champion_id: str            # the champion after this decision
     champion_mean_ms: float | None    # its mean time (as recorded when it was promoted)
     speedup_vs_baseline: float | None  # baseline mean / champion_mean_ms after this decision
+    node: str | None            # --backend ray: the node that ran the job its decision came from (host/node id); absent for other backends
     # Only with --parallel/--batch above 1 (scheduler.py); the log is then in decided order:
     evaluated_against: str | None  # the champion of its first evaluation job (None: never timed)
-    evaluations: list           # every job that timed it: {job, against, batch_size, worker, started_s, finished_s, why, verdict, reason, cand_mean_ms, champ_mean_ms}
+    evaluations: list           # every job that timed it: {job, against, batch_size, worker, node, started_s, finished_s, why, verdict, reason, cand_mean_ms, champ_mean_ms}
     superseded: dict | None     # {by, reason}: it won, but the champion kept changing under its re-times
     confirmed: bool | None      # a batch winner: True if it won again alone in a fresh job, False if not
     in_flight: dict             # {proposed_s, decided_s, jobs, in_flight_after, parallel, batch}
@@ -110,6 +115,7 @@ class Iteration(Common, total=False):
 class Final(Common, total=False):
     candidate_id: str           # the final champion, timed again beside its peers (nothing is decided)
     candidate_file: str         # its file, relative to the run folder
+    candidate_sha256: str | None  # sha256 of its judged bytes (the result's source_sha256 must match)
     result: dict                # the checker's KERNLOOP_RESULT: champion against itself, with peers and profile
     diagnosis: list | None      # diagnosis.of_result() of the champion: [{rule, text}]
 
@@ -141,6 +147,7 @@ class RunEnd(Common, total=False):
     iterations_done: int        # iterations decided
     champion_id: str            # the final champion
     champion_file: str | None   # its file, relative to the run folder
+    champion_sha256: str | None  # sha256 of its judged bytes: champion.py is written only from them
     baseline_mean_ms: float | None
     champion_mean_ms: float | None
     speedup: float | None       # baseline_mean_ms / champion_mean_ms
@@ -168,7 +175,7 @@ def fields(kind: str) -> dict:
 
 
 def markdown_table() -> str:
-    """README's table of the events and their fields (tests/test_readme.py keeps them equal)."""
+    """docs/events.md's table of the events and their fields (tests/test_readme.py keeps them equal)."""
     rows = ["| event | fields (besides " + ", ".join(REQUIRED) + ") |", "|---|---|"]
     for kind in SCHEMA:
         rows.append(f"| `{kind}` | " + ", ".join(k for k in fields(kind) if k not in REQUIRED) + " |")
@@ -211,6 +218,46 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+MAX_DEPTH = 40
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def jsonable(x, depth: int = 0):
+    """`x` as JSON every reader can load: keys are strings, NaN and infinities null, ints past
+    2**63 (a 60,000-digit literal cannot even be printed) a short string, lone surrogates U+FFFD,
+    tuples and sets lists, anything else its (capped) str, nesting cut at MAX_DEPTH. Values a
+    candidate controls (its CONFIG, its text in a reason) reach the log; none may stop the writer."""
+    if depth > MAX_DEPTH:
+        return "[nested too deeply]"
+    if x is None or isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return x if -2 ** 63 <= x < 2 ** 63 else f"[int of {x.bit_length()} bits]"
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, str):
+        return _SURROGATE.sub("\ufffd", x) if _SURROGATE.search(x) else x
+    if isinstance(x, dict):
+        return {_key(k): jsonable(v, depth + 1) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return [jsonable(v, depth + 1) for v in x]
+    try:
+        return jsonable(str(x)[:2000], depth + 1)
+    except Exception:   # noqa: BLE001 - an object whose str() fails is still logged as something
+        return f"[{type(x).__name__}]"
+
+
+def _key(k) -> str:
+    if isinstance(k, str):
+        return jsonable(k)
+    if isinstance(k, int) and not -2 ** 63 <= k < 2 ** 63:
+        return f"[int of {k.bit_length()} bits]"
+    try:
+        return jsonable(repr(k)[:200])
+    except Exception:   # noqa: BLE001 - e.g. a tuple holding a huge int
+        return f"[{type(k).__name__}]"
+
+
 class RunLog:
     def __init__(self, path: Path, run_id: str, backend: str, synthetic: bool):
         self.path = Path(path)
@@ -223,10 +270,11 @@ class RunLog:
         rec = {"event": event, "ts": now_iso(), "run_id": self.run_id,
                "backend": self.backend, "synthetic": self.synthetic}
         rec.update(fields)
+        rec = jsonable(rec)
         bad = problems(rec)
         if bad:
             raise SchemaError("; ".join(bad))
-        line = json.dumps(rec, sort_keys=False, default=str)
+        line = json.dumps(rec, sort_keys=False, default=str, allow_nan=False)
         # One write of one full line, then fsync: a crash never leaves a half event behind
         # except a torn last line, which read_events() drops.
         with open(self.path, "a", encoding="utf-8") as f:
@@ -238,6 +286,7 @@ class RunLog:
 
 def end_run(log: RunLog, stopped: str, stop_reason: str, *, iterations_done: int,
             champion_id: str = "baseline", champion_file: str | None = "baseline.py",
+            champion_sha256: str | None = None,
             baseline_mean_ms: float | None = None, champion_mean_ms: float | None = None,
             duration_s: float = 0.0, interruptions: list | None = None,
             final_line: str | None = None) -> dict:
@@ -246,7 +295,8 @@ def end_run(log: RunLog, stopped: str, stop_reason: str, *, iterations_done: int
         raise SchemaError(f"run_end: stopped {stopped!r} is not one of {', '.join(STOPPED)}")
     return log.append("run_end", stopped=stopped, stop_reason=stop_reason,
                       iterations_done=iterations_done, champion_id=champion_id,
-                      champion_file=champion_file, baseline_mean_ms=baseline_mean_ms,
+                      champion_file=champion_file, champion_sha256=champion_sha256,
+                      baseline_mean_ms=baseline_mean_ms,
                       champion_mean_ms=champion_mean_ms,
                       speedup=decision.speedup(baseline_mean_ms, champion_mean_ms),
                       duration_s=round(duration_s, 2), interruptions=list(interruptions or []),

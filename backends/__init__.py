@@ -1,1 +1,1 @@
-"""Backends: where the checker runs (local GPUs, the synthetic interpreter with its H200 model, Nebius batches), the child-process sandbox, and the one result-line parser they share."""
+"""Backends: where the checker runs (local GPUs, the synthetic interpreter with its H200 model, Nebius batches, a Ray cluster), the child-process sandbox, and the one result-line parser they share."""

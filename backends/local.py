@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKER = ROOT / "checker" / "check.py"
 # Every file the checker runs from, copied flat next to each other (a Nebius job injects them so).
 CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "contain.py",
-                   "timing.py", "validate.py", "serve.py", "pool.py")
+                   "lockdown.py", "scratch.py", "tree.py", "clock.py", "identity.py", "source.py",
+                   "timing.py", "validate.py", "sides.py", "serve.py", "pool.py")
 # what the judge imports only for --peers / --profile-kernel, staged beside it
 CHECKER_SIGHT = [ROOT / "checker" / n for n in ("sight.py", "peers.py", "kernelprofile.py", "ncu.py")]
 SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
@@ -69,11 +70,14 @@ def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path
     return files
 
 
-def side_args(files: dict) -> list[str]:
-    """The checker's candidate and champion arguments: a file, or `--<side>-torch`."""
+def side_args(files: dict, digests: dict | None = None) -> list[str]:
+    """The checker's candidate and champion arguments: a file, or `--<side>-torch`; with the
+    sha256 the contract judged (`digests`), the judge refuses any other bytes."""
     out = []
     for side in ("candidate", "champion"):
         out += [f"--{side}", str(files[side])] if side in files else [f"--{side}-torch"]
+        if side in files and (digests or {}).get(side):
+            out += [f"--{side}-sha256", str(digests[side])]
     return out
 
 
@@ -111,6 +115,7 @@ class Backend:
     name = "base"
     synthetic = False
     times_peers = False   # evaluate(..., peers=True) times the spec's peers in the same job
+    takes_digests = False   # evaluate(..., digests={side: sha256}) hands them to the judge
 
     def describe(self) -> dict:
         return {"backend": self.name, "device": self.device, "synthetic": self.synthetic}
@@ -194,6 +199,7 @@ class LocalBackend(Backend):
         self.sight_cache: Path | None = None   # set by the loop for the baseline job only
 
     times_peers = True
+    takes_digests = True
 
     def slots(self, parallel: int) -> list[str]:
         """One worker per visible GPU, named by the CUDA_VISIBLE_DEVICES entry that pins it."""
@@ -209,37 +215,40 @@ class LocalBackend(Backend):
             env["CUDA_VISIBLE_DEVICES"] = slot
         return env
 
-    def checker_args(self, f: dict[str, Path], peers: bool, profile: bool) -> list[str]:
+    def checker_args(self, f: dict[str, Path], peers: bool, profile: bool,
+                     digests: dict | None = None) -> list[str]:
         cache = ["--sight-cache", str(self.sight_cache)] if peers and self.sight_cache else []
-        return ["--spec", str(f["spec"]), *side_args(f), *MODE_FLAGS[self.mode], "--backend", self.name,
+        return ["--spec", str(f["spec"]), *side_args(f, digests), *MODE_FLAGS[self.mode], "--backend", self.name,
                 *(["--profile-kernel"] if profile or peers else []), *(["--peers"] if peers else []),
                 *cache, *self.extra_args]
 
-    def command(self, f: dict[str, Path], slot: str | None, peers: bool = False) -> tuple[list[str], dict]:
+    def command(self, f: dict[str, Path], slot: str | None, peers: bool = False,
+                digests: dict | None = None) -> tuple[list[str], dict]:
         """The one checker process of a cold job and its environment: candidate and champion
         are timed in it, on the one GPU the slot pins."""
-        cmd = [sys.executable, str(f["checker"]), *self.checker_args(f, peers, True)]
+        cmd = [sys.executable, str(f["checker"]), *self.checker_args(f, peers, True, digests)]
         return cmd, self.judge_env(slot)
 
-    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None,
+                 digests=None):
         if self.judges is not None:
-            return self._evaluate_warm(spec, candidate, champion, Path(workdir), peers, slot)
+            return self._evaluate_warm(spec, candidate, champion, Path(workdir), peers, slot, digests)
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
-        cmd, env = self.command(f, slot, peers)
+        cmd, env = self.command(f, slot, peers, digests)
         out = run_child(cmd, self.timeout_s, cwd=str(workdir), env_extra=env)
         res = parse_child(out, self.name, False, Path(workdir) / "checker.log")
         if slot is not None:
             res.setdefault("backend_meta", {})["cuda_visible_devices"] = slot
         return res
 
-    def _evaluate_warm(self, spec, candidate, champion, workdir: Path, peers: bool, slot) -> dict:
+    def _evaluate_warm(self, spec, candidate, champion, workdir: Path, peers: bool, slot, digests) -> dict:
         """One job through the slot's warm judge: the same flags and the same result line as
         the cold child; no second look in it (asked after the decision: second_look)."""
         import time
         t0 = time.monotonic()
         slot = slot or self.slots(1)[0]
         f = stage_job(spec, _path(candidate), _path(champion), workdir, checker=False)
-        res, text, why = self.judges.job(slot, workdir.parent, self.checker_args(f, peers, False),
+        res, text, why = self.judges.job(slot, workdir.parent, self.checker_args(f, peers, False, digests),
                                          self.timeout_s)
         (workdir / "checker.log").write_text(text, encoding="utf-8")
         meta = {"judge": "warm", "slot": slot, "wall_s": round(time.monotonic() - t0, 3)}
@@ -267,8 +276,10 @@ class LocalBackend(Backend):
             return False
         slot = (result.get("backend_meta") or {}).get("slot") or self.slots(1)[0]
         f = stage_job(spec, Path(path), None, Path(workdir), checker=False)
+        sha = (result.get("source_sha256") or {}).get("candidate")   # the bytes it was judged on
         argv = ["--spec", str(f["spec"]), "--candidate", str(f["candidate"]), "--champion",
-                str(f["candidate"]), *MODE_FLAGS[self.mode], "--backend", self.name,
+                str(f["candidate"]), *(["--candidate-sha256", sha, "--champion-sha256", sha] if sha else []),
+                *MODE_FLAGS[self.mode], "--backend", self.name,
                 "--profile-kernel", *self.extra_args]
         tag = f"sight-{candidate_id}"
         self.asked[tag] = candidate_id
@@ -309,6 +320,7 @@ class SyntheticBackend(Backend):
     timing is MODELED (perfmodel.py) with deterministic noise. Labelled synthetic everywhere."""
     name = "synthetic"
     synthetic = True
+    takes_digests = True
     device = SYNTHETIC_DEVICE
     NOISE = 0.01   # relative std of modeled per-rep noise
 
@@ -330,18 +342,24 @@ class SyntheticBackend(Backend):
         n = settings.get("KERNLOOP_SYNTHETIC_WORKERS") or os.cpu_count() or 1
         return [f"cpu{i}" for i in range(max(1, min(parallel, n)))]
 
-    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None):
+    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None,
+                 digests=None):
         # peers: modeled runs leave them out (there is no model of torch's or Liger's kernels)
-        from checker.timing import roofline, summarize, ceilings_for
         with self._lock:
             self.jobs += 1
         job = Path(workdir).name
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
-        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f),
+        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f, digests),
                "--mode", "interpret", "--backend", self.name, "--synthetic"]
         out = run_child(cmd, self.timeout_s, cwd=str(workdir),
                         env_extra={"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
         res = parse_child(out, self.name, True, Path(workdir) / "checker.log")
+        return self.model(res, spec, f, configs, job)
+
+    def model(self, res: dict, spec, f: dict, configs: dict | None, job: str) -> dict:
+        """Fill a passed interpreter run's timing from the model (files `f` as staged; `job`
+        keys the noise). Also used by the Ray backend's synthetic mode."""
+        from checker.timing import roofline, summarize, ceilings_for
         res["device"] = SYNTHETIC_DEVICE
         res["timing_model"] = "perfmodel.py (modeled H200; not a measurement)"
         if not res.get("ok"):

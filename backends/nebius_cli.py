@@ -114,15 +114,21 @@ class CliMissing(Exception):
     """The CLI cannot be found or run: no job can be created."""
 
 
-def run_cli(cli: str, profile: str, args: list[str], cwd, timeout_s: float) -> CliOut:
-    """Run one CLI call. The environment passes through untouched: the CLI needs its own config
-    and credentials (candidate code never runs here, it runs in the job). CliMissing when the
-    CLI cannot be found or run."""
+def find_cli(cli: str) -> str:
+    """The CLI's path; CliMissing (the one message a user sees) when it is not there."""
     exe = shutil.which(cli)
     if exe is None:
         raise CliMissing(f"the nebius CLI was not found (KERNLOOP_NEBIUS_CLI={cli!r}, "
                          "PATH searched); install it (docs.nebius.com/cli/install) and run "
                          "`nebius profile create`")
+    return exe
+
+
+def run_cli(cli: str, profile: str, args: list[str], cwd, timeout_s: float) -> CliOut:
+    """Run one CLI call. The environment passes through untouched: the CLI needs its own config
+    and credentials (candidate code never runs here, it runs in the job). CliMissing when the
+    CLI cannot be found or run."""
+    exe = find_cli(cli)
     argv = [exe, *args] + (["--profile", profile] if profile else [])
     try:
         p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, errors="replace",

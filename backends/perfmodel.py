@@ -106,8 +106,46 @@ def stream_time(nbytes: float, cfg: dict, row_len: int, programs: int) -> float:
     return (nbytes / (HBM_BW * eff) + LAUNCH_S) * _rugged(cfg)
 
 
+# What the model reads from CONFIG, and the range in which it means something (a Triton launch
+# outside it does not compile or does not run): a value outside is a modeled failure, never a crash.
+RANGES = {"BLOCK_M": (1, 4096), "BLOCK_N": (1, 4096), "BLOCK_K": (1, 4096), "BLOCK_SIZE": (1, 1 << 20),
+          "BLOCK": (1, 1 << 20), "GROUP_M": (1, 1 << 16), "ROWS": (1, 1 << 20),
+          "ROWS_PER_PROGRAM": (1, 1 << 20), "num_warps": (1, 32), "num_stages": (1, 16)}
+
+
+def validate(cfg) -> dict:
+    """`cfg` if every value the model reads is an int in its RANGES, else ModelError saying which."""
+    if not isinstance(cfg, dict):
+        raise ModelError(f"CONFIG is a {type(cfg).__name__}, not a dict")
+    for key, (lo, hi) in RANGES.items():
+        if key not in cfg:
+            continue
+        v = cfg[key]
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ModelError(f"CONFIG['{key}'] = {str(v)[:40]!r} is not an integer (modeled compile failure)")
+        if not lo <= v <= hi:
+            raise ModelError(f"CONFIG['{key}'] = {v} is outside {lo}..{hi} (modeled launch failure)")
+    if cfg.get("num_warps", 4) & (cfg.get("num_warps", 4) - 1):
+        raise ModelError(f"num_warps = {cfg['num_warps']} is not a power of two (modeled compile failure)")
+    return cfg
+
+
 def predict_ms(model: str, shape: dict, cfg: dict, nbytes: float) -> float:
-    """Modeled time in milliseconds of one call on `shape` with launch config `cfg`."""
+    """Modeled time in milliseconds of one call on `shape` with launch config `cfg`; ModelError
+    (never another exception) when the config cannot be modeled."""
+    validate(cfg)
+    try:
+        ms = _predict_ms(model, shape, cfg, nbytes)
+    except ModelError:
+        raise
+    except (ArithmeticError, TypeError, ValueError, KeyError) as e:
+        raise ModelError(f"the model cannot evaluate this CONFIG ({type(e).__name__}: {e})") from None
+    if not (isinstance(ms, float) and math.isfinite(ms) and ms > 0):
+        raise ModelError(f"the model gave no finite time for this CONFIG ({ms!r})")
+    return ms
+
+
+def _predict_ms(model: str, shape: dict, cfg: dict, nbytes: float) -> float:
     if model == "matmul":
         need = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
         if not all(k in cfg for k in need):

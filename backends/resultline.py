@@ -63,6 +63,8 @@ def validate_result(obj) -> list[str]:
     if not isinstance(obj, dict):
         return [f"result is a {type(obj).__name__}, not a JSON object"]
     bad = []
+    if obj.get("test_seam"):   # the checker's test seam ran kernel code unaudited: never a result
+        bad.append("the line comes from the checker's test seam (KERNLOOP_TEST_SEAM), never a result")
     if not isinstance(obj.get("ok"), bool):
         bad.append(f"ok must be true or false, got {obj.get('ok')!r}")
     for key in ("stage", "error"):

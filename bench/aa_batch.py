@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 import decision  # noqa: E402
 from spec import load_spec  # noqa: E402
@@ -129,7 +130,7 @@ def main(argv=None) -> int:
         "command": "python bench/aa_batch.py " + " ".join(argv or sys.argv[1:]),
         "detail": rounds}
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1) + "\n")
+    record.write(a.out, doc, [sys.argv[0], *(argv or sys.argv[1:])])
     print(json.dumps({k: v for k, v in doc.items() if k != "detail"}, indent=1))
     return 0
 

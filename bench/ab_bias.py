@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 from backends.local import LocalBackend  # noqa: E402
 from bench.judge_validation import decisions  # noqa: E402
@@ -80,7 +81,7 @@ def main() -> int:
                 r = {"error": f"{type(e).__name__}: {e}"}
             doc["results"][f"{spec.name}/{v}"] = r
             a.out.parent.mkdir(parents=True, exist_ok=True)
-            a.out.write_text(json.dumps(doc, indent=1) + "\n")
+            record.write(a.out, doc)
             print(f"{spec.name}/{v}: " + (r.get("error") or
                   f"gain median {r['gain_median']:+.4f} [{r['gain_min']:+.4f}, {r['gain_max']:+.4f}] "
                   f"cand {r['cand_median_ms']:.4f} champ {r['champ_median_ms']:.4f} ms, host ms "

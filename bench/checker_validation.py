@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 import torch  # noqa: E402
 
@@ -371,7 +372,7 @@ def main():
             log(f"section {name} failed: {e}")
         res.setdefault("section_seconds", {})[name] = round(time.monotonic() - t0, 1)
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(res, indent=1))
+        record.write(a.out, res)
 
     mm = ROOT / "specs" / "matmul.yaml"
     mem = ROOT / a.membound

@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 from backends.local import parse_child, stage_job  # noqa: E402
 from backends.sandbox import run_child  # noqa: E402
@@ -49,8 +50,8 @@ def main() -> int:
     print(f"worst baseline error/floor ratio ({a.mode}): {worst:.3f}")
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps({"argv": sys.argv, "mode": a.mode, "rows": rows,
-                                           "worst": worst}, indent=1))
+        record.write(a.out, {"argv": sys.argv, "mode": a.mode, "rows": rows,
+                                           "worst": worst})
     return 0
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 import orchestrator  # noqa: E402
 from loop.state import State  # noqa: E402
@@ -72,7 +73,7 @@ def main():
         out = {"argv": sys.argv, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows,
                "champion_final": st.champion_id}
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(out, indent=1))   # after every case: nothing lost to a limit
+        record.write(a.out, out)   # after every case: nothing lost to a limit
     print("\n== hostile on GPU ==")
     for r in rows:
         mark = "ok " if (r["case"].startswith("baseline") and r["verdict"] in ("promoted", "rejected")) or \

@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 from backends.local import LocalBackend  # noqa: E402
 from bench.checker_validation import cost, ncu_times  # noqa: E402
@@ -190,7 +191,7 @@ def main() -> int:
             log(f"section {name} failed: {e}")
         res.setdefault("section_seconds", {})[name] = round(time.monotonic() - t0, 1)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res, indent=1))
+        record.write(out, res)
 
     mm, sm = ROOT / "specs" / "matmul.yaml", ROOT / "specs" / "softmax.yaml"
     tuned = Path(tempfile.mkdtemp()) / "matmul_tuned.py"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 
 def main(argv=None) -> int:
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
            "events": [{k: v for k, v in e.items() if k != "result"} | {"result": e.get("result")}
                       for e in events]}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(out, indent=1, default=str))
+    record.write(a.out, out, argv, default=str)
     print("\n".join(out["terminal"]))
     print(f"verdict: {(out['verdict'] or {}).get('verdict')}; wrote {a.out}", file=sys.stderr)
     return 0 if rc == 0 else 1

@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 import settings  # noqa: E402
 from backends.local import stage_job  # noqa: E402
@@ -165,7 +166,7 @@ def main(argv=None) -> int:
     summary = {"mode": a.mode, "KERNLOOP_NCU": ns.ncu, "ncu_on_path": shutil.which("ncu"),
                "total_s": round(time.monotonic() - t0, 1), "problems": bad, "jobs": jobs}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(summary, indent=1, default=str))
+    record.write(a.out, summary, default=str)
     print(f"{'OK' if not bad else 'PROBLEMS: ' + '; '.join(bad)} in {summary['total_s']} s; "
           f"wrote {a.out}", flush=True)
     return 1 if bad else 0

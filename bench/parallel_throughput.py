@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 from loopback_openai import LoopbackOpenAI, delay, reply  # noqa: E402
 from propose.tuner import replace_config  # noqa: E402
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
                                               for r in runs},
            "bench_command": "python bench/parallel_throughput.py " + " ".join(argv or sys.argv[1:])}
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1) + "\n")
+    record.write(a.out, doc, [sys.argv[0], *(argv or sys.argv[1:])])
     print(json.dumps(doc["speedup_vs_first"]))
     return 0
 

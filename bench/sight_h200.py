@@ -216,6 +216,7 @@ def main(argv=None) -> int:
     if a.dry:
         os.environ["TRITON_INTERPRET"] = "1"   # before triton is imported
     sys.path.insert(0, str(ROOT))
+    from bench import record  # commit, versions, device, command
     from spec import load_spec
     t0 = time.monotonic()
     b = Bench(a.dry, a.reps)
@@ -223,12 +224,12 @@ def main(argv=None) -> int:
     out = {"argv": sys.argv if argv is None else argv, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
            "dry": a.dry, "torch": b.torch.__version__, "triton": triton.__version__,
            "device": "cpu (interpreter)" if a.dry else b.torch.cuda.get_device_name(0),
-           "liger": b.peers.liger_namespace() is not None, "peers": {}}
+           "liger": b.peers.liger_namespace()[0] is not None, "peers": {}}
 
     def save():
         out["wall_s"] = time.monotonic() - t0
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(clean(out), indent=1))
+        record.write(a.out, clean(out), argv)
     if not a.skip_softmax:
         try:
             part_softmax(b, load_spec(ROOT / "specs" / "softmax.yaml"), out)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import record  # noqa: E402  (commit, versions, device, command)
 
 import torch  # noqa: E402
 
@@ -161,7 +162,7 @@ def main():
             res["specs"][name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
             log(f"{name} failed: {e}")
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(res, indent=1))
+        record.write(a.out, res)
         if a.tar:   # after every spec: a run cut short by a time limit still brings its pages back
             write_tar(a.tar, runs)
     print("\n== spec results ==")

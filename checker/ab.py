@@ -14,6 +14,7 @@ import statistics
 import time
 
 import channel
+import clock
 import timing
 import validate as V
 from validate import Reject
@@ -67,7 +68,7 @@ class TimedSets:
         untimed call (its compile). It proceeds while the candidate is checked. A champion
         kept loaded by a warm judge (checker/serve.py) gets its new arena (`remap`) and the
         untimed call only."""
-        side.arena = channel.Arena(self.torch, self.device, self.nbytes)
+        side.arena = channel.Arena(self.torch, self.device, self.nbytes, folder=side.scratch)
         self.place(side)
         self.sync()
         s = self.slots[side.role]
@@ -93,9 +94,11 @@ class TimedSets:
             side.containment = r.get("containment")
             r = side.w.reply(READY_TIMEOUT_S)
             if "error" in r:
-                raise Reject("harness", f"champion failed to load: {str(r['error'])[:500]}")
+                raise Reject("harness", f"champion failed to load: {str(r['error'])[:1000]}")
+            side.identity = r.get("identity")
             side.threads0 = __import__("contain").tasks(side.w.proc.pid)
             side.loaded = True
+        result.setdefault("identity", {})["champion"] = side.identity
         result.setdefault("containment", {})["champion"] = side.containment
         result.setdefault("workers", {})["champion"] = side.info
         side.expect_ok(side.w.reply(READY_TIMEOUT_S), "harness", "raised on its first call")
@@ -135,14 +138,16 @@ class TimedSets:
         pair = [cand, champ]
         rounds = []
         # --rounds N (benchmarks: A/A, power): N whole A/B rounds between the same two workers;
-        # each round is warmed, refreshed, output-checked and clock-checked on its own.
-        for _ in range(max(1, int(getattr(args, "rounds", 1) or 1))):
+        # each round is warmed, refreshed, output-checked and clock-checked on its own. The
+        # finished ones stay on the result line when a later one is rejected.
+        n_rounds = max(1, int(getattr(args, "rounds", 1) or 1))
+        if n_rounds > 1:
+            result["rounds"] = rounds
+        for _ in range(n_rounds):
             ms, w = self._round(result, pair, ref_dtype, allowed, tol, mult, check_ops)
             rounds.append({"candidate": timing.summarize(ms["candidate"], w),
                            "champion": timing.summarize(ms["champion"], w),
                            "wall_probe_ms": result["wall_probe_ms"]})
-        if len(rounds) > 1:
-            result["rounds"] = rounds
         result["candidate"], result["champion"] = rounds[0]["candidate"], rounds[0]["champion"]
         result["wall_probe_ms"] = rounds[0]["wall_probe_ms"]
         fi = getattr(champ, "flush_info", None) or {}
@@ -220,14 +225,10 @@ class TimedSets:
         result["timing_wall_s"] = time.monotonic() - t0
         check_ops((last or {}).get("ops", []), allowed, "timing")   # torch taking over once timed
         result["checked_reps"] = checked
-        reason, nums = timing.clock_verdict(ms["candidate"], wall["candidate"],
-                                            ms["champion"], wall["champion"])
+        reason, nums = clock.verdict(ms["candidate"], wall["candidate"], ms["champion"], wall["champion"],
+                                     tol_abs=clock.GPU_TOL_ABS_MS if self.cuda else clock.HOST_TOL_ABS_MS)
         nums.update({f"{role}_host": statistics.median(v) if v else None for role, v in host.items()})
         result["wall_probe_ms"] = nums
-        if reason and not self.cuda and reason.startswith("work escaped"):
-            # --host-clock: both clocks are the host's, and the difference is CPU scheduling
-            # noise (seen under load), not GPU work; a forged time is still rejected
-            result["clock_note"], reason = reason, None
         if reason:
             raise Reject("timing", reason, False)
         return ms, w

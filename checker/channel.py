@@ -40,7 +40,7 @@ class Arena:
     """One block of memory the judge allocates and a single worker also maps. The judge carves
     inputs and output slots out of it; everything else the judge keeps stays outside."""
 
-    def __init__(self, torch, device, nbytes: int):
+    def __init__(self, torch, device, nbytes: int, folder: str | None = None):
         self.torch, self.device = torch, device
         self.nbytes = max(int(nbytes), ALIGN)
         self.used, self.path, self.mm = 0, None, None
@@ -55,7 +55,9 @@ class Arena:
             self.isolation = "own CUDA segment"
         else:
             self.isolation = "own file"
-            fd, self.path = tempfile.mkstemp(prefix="kernloop-arena-", dir=shm_dir())
+            # in the worker's own folder when given: the one place its Landlock domain lets it
+            # open a file for writing, and no other worker's (nor a later job's) to find
+            fd, self.path = tempfile.mkstemp(prefix="kernloop-arena-", dir=folder or shm_dir())
             try:
                 os.ftruncate(fd, self.nbytes)
                 self.mm = mmap.mmap(fd, self.nbytes)
@@ -145,16 +147,17 @@ def send_reply(conn: Connection, obj: dict) -> None:
 class WorkerProc:
     """The judge's handle on one worker process: spawn, request, reply, kill."""
 
-    def __init__(self, role: str, script: str, env: dict, extra: list[str] = ()):
+    def __init__(self, role: str, script: str, env: dict, extra: list[str] = (), cwd: str | None = None):
         self.role = role
         self.conn, child = Pipe(duplex=True)
         fd = child.fileno()
         self.t0 = time.monotonic()
         # close_fds (the default) closes every descriptor but 0-2 and the pipe: the judge's
         # result descriptor never reaches a worker; its stdout is the judge's stderr.
-        self.proc = subprocess.Popen([sys.executable, script, "--role", role, "--fd", str(fd),
+        # -B: no bytecode written; the worker reads none from a kernel's folder either (lockdown)
+        self.proc = subprocess.Popen([sys.executable, "-B", script, "--role", role, "--fd", str(fd),
                                       *extra],
-                                     pass_fds=(fd,), stdin=subprocess.DEVNULL,
+                                     pass_fds=(fd,), stdin=subprocess.DEVNULL, cwd=cwd,
                                      stdout=sys.stderr.fileno(), env=env, close_fds=True)
         child.close()
         self.pending = 0

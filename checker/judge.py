@@ -8,17 +8,16 @@ never sent ahead), the statistics, its own clock, and the one `KERNLOOP_RESULT {
 prints on stdout whatever happens. Exit status 0 means the line was written (pass or fail).
 
   python checker/judge.py --spec spec.json (--candidate cand.py | --candidate-torch)
-         (--champion champ.py | --champion-torch)
-         [--mode gpu|interpret] [--no-timing] [--flush read|rotate|zero|none] [--draws 3]
-         [--warmup N] [--reps N] [--rounds 1] [--min-warm-ms 50] [--settle-us 200] [--no-prewarm]
-         [--profile] [--backend NAME] [--synthetic] [--peers] [--profile-kernel] [--host-clock]
+         (--champion champ.py | --champion-torch) [--mode gpu|interpret] [--no-timing]
+         [--flush read|rotate|zero|none] [--draws 3] [--warmup N] [--reps N] [--rounds 1]
+         [--min-warm-ms 50] [--settle-us 200] [--no-prewarm] [--profile] [--backend NAME]
+         [--synthetic] [--peers] [--profile-kernel] [--host-clock] [--contain M] [--layers L]
 
---peers and --profile-kernel (GPU; checker/sight.py and its modules staged beside this file) add
-the spec's peers timed beside the candidate, and the candidate's profile, to the result line;
-the peers run in the judge, the candidate's calls and profile in its worker.
-
---rounds N (benchmarks: bench/judge_validation.py) runs N whole A/B rounds between the same two
-workers and adds each round's statistics to the result line as `rounds`.
+--peers and --profile-kernel (GPU) add the spec's peers, timed in the judge, and the candidate's
+profile, taken in its worker. --rounds N (benchmarks) runs N whole A/B rounds. Each worker is
+contained by the OS (lockdown.py: --layers, --contain); the judge is their subreaper (tree.py).
+checker/serve.py runs this same judgement job after job in one process (the warm judge), its
+workers from checker/pool.py: `judge()` with a pool, here a ColdPool (every worker one job's).
 
 --mode interpret runs the Triton interpreter on the CPU, on the spec's check_shapes, with bf16
 replaced by check_dtype (the interpreter's tl.dot is wrong for bf16 operands), and never times;
@@ -33,7 +32,6 @@ import json
 import math
 import os
 import platform
-import secrets
 import sys
 import time
 import traceback
@@ -43,13 +41,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import channel  # noqa: E402  (flat siblings: this folder is what a Nebius job holds)
 import contain  # noqa: E402
+import lockdown  # noqa: E402
+import scratch  # noqa: E402
+from sides import WORKER_PIDS, ColdPool, Side, no_strays, spawn, worker_flags  # noqa: E402,F401
 import timing  # noqa: E402
+import source  # noqa: E402
 import validate as V  # noqa: E402
 from validate import Reject  # noqa: E402
 
 MARKER = "KERNLOOP_RESULT "
-WORKER = os.path.join(HERE, "worker.py")
-READY_TIMEOUT_S = 600.0
+SEAM = "arbitrary-python"       # KERNLOOP_TEST_SEAM's one value (tests and bench only)
 
 
 def _phase(result: dict, name: str) -> None:
@@ -57,237 +58,14 @@ def _phase(result: dict, name: str) -> None:
     result.setdefault("phase_s", {})[name] = round(time.monotonic() - result.get("_t0", T0), 3)
 
 
-def worker_cmd_extra(args, interpret: bool) -> list[str]:
-    return (["--interpret"] if interpret else []) + ["--flush", args.flush,
-                                                    "--settle-us", str(args.settle_us)]
-
-
-def worker_env(interpret: bool) -> dict:
-    env = dict(os.environ)
-    if interpret:
-        env["TRITON_INTERPRET"] = "1"
-    return env
-
-
-class Side:
-    """One worker as the judge sees it: its process, its arena, what the OS shows of it."""
-
-    def __init__(self, role: str, args, interpret: bool, w: channel.WorkerProc | None = None):
-        self.role = role
-        self.w = w or channel.WorkerProc(role, WORKER, worker_env(interpret),
-                                         worker_cmd_extra(args, interpret))
-        self.arena = None
-        self.threads0: dict | None = None
-        self.info: dict = {}
-        self.torch_side = bool(getattr(args, f"{role}_torch", False))   # the spec's own code
-        self.loaded = False         # its kernel is in (a warm judge's champion, kept across jobs)
-        self.containment = None     # what its `arena` reply said (once per process)
-
-    def wait_ready(self) -> dict:
-        """The worker's `ready` (read once: a warm judge may have read it ahead)."""
-        if self.w.ready is None:
-            self.w.ready = self.w.reply(READY_TIMEOUT_S)
-        r = self.w.ready
-        self.info = {"startup_s": r.get("startup_s"), "pid": self.w.proc.pid, "flush": r.get("flush")}
-        return r
-
-    def expect_ok(self, r: dict, stage: str, what: str, procs: bool = True) -> dict:
-        self.watch(r, stage, procs)
-        if "error" in r:
-            raise Reject(stage, f"{self.role} {what}: {str(r['error'])[:600]}")
-        return r
-
-    def watch(self, r: dict, stage: str, procs: bool = True) -> None:
-        """What the worker reports (audit, replaced functions) and what the OS shows the judge
-        (threads and child processes of the worker, read from /proc/<pid>). `procs=False` for a
-        reply read while the worker already works on a later queued request (the champion's
-        setup): its compiler may be running then, so /proc is read only after the last reply."""
-        for key in ("audit", "guards", "ops"):
-            v = r.get(key, [])
-            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                raise Reject(stage, f"{self.role} worker sent a malformed reply ({key})", False)
-        if r.get("audit"):
-            raise Reject(stage, f"{self.role} attempted {', '.join(r['audit'])}", False)
-        if r.get("guards"):
-            raise Reject("integrity", f"{self.role} replaced {', '.join(r['guards'][:8])}", False)
-        if not procs:
-            return
-        pid = self.w.proc.pid
-        if self.threads0 is not None and not self.torch_side:   # torch's own libraries may start threads
-            new = {t: n for t, n in contain.tasks(pid).items() if t not in self.threads0}
-            if new:
-                raise Reject(stage, f"{self.role} started threads: {len(new)} more in "
-                             f"/proc/{pid}/task ({', '.join(sorted(set(new.values())))})", False)
-        kids = contain.live_children(pid)
-        if kids:
-            raise Reject(stage, f"{self.role} started processes still alive: {kids}", False)
-
-
 def arena_bytes(tensors_shapes) -> int:
     return sum(-(-n // channel.ALIGN) * channel.ALIGN for n in tensors_shapes) + channel.ALIGN
 
 
-class ColdPool:
-    """Where a judge of one job gets its workers: each side a fresh process, killed with the
-    verdict. (checker/serve.py's WarmPool keeps the champion's and starts candidates ahead.)"""
-
-    def side(self, role: str, args, interpret: bool, spec: dict) -> Side:
-        return Side(role, args, interpret)
-
-    def before_timing(self) -> None:
-        pass
-
-    def finish(self, sides: dict, result: dict) -> None:
-        for s in sides.values():   # no worker outlives the verdict, or writes after it
-            s.w.kill()
-            if s.arena is not None:
-                s.arena.unlink()
-
-
-def run(args, spec: dict, result: dict, sides: dict, pool=None) -> None:
-    interpret = args.mode == "interpret"
-    timing_on = not args.no_timing and (not interpret or args.host_clock)
-    pool = pool or ColdPool()
-    # Workers first: their torch import and CUDA context overlap the judge's own, and its
-    # references.
-    _phase(result, "spawn")
-    sides["candidate"] = pool.side("candidate", args, interpret, spec)
-    if timing_on:
-        sides["champion"] = pool.side("champion", args, interpret, spec)
-    cand = sides["candidate"]
-    _phase(result, "import")
-    import torch
-    if not interpret:
-        import torch.multiprocessing  # noqa: F401 - CUDA tensors travel as IPC handles
-    _phase(result, "references")
-    tol = float(spec["tolerance"])
-    mult = float(spec.get("floor_multiple") or V.FLOOR_MULTIPLE)
-    result.update(tolerance=tol, floor_multiple=mult)
-    device, dtype_of, shapes, ref_dtype = device_setup(torch, args, spec, result, timing_on)
-    out_dtype = dtype_of(spec["output"].get("dtype", spec["dtype"]))
-    out_name = str(out_dtype).replace("torch.", "")
-    # The floor rule is for kernel files; a torch side is what torch itself gives.
-    sixteen = V.is_16bit(torch, out_dtype) and not args.candidate_torch
-    args.floor_rule = sixteen
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-
-    cases = []
-    # One more draw per shape where the spec names a stress range for an input (stress_scale).
-    stressed = any(i.get("stress_scale") for i in spec["inputs"])
-    ref_s = 0.0   # the references' own time, synced (where the GPU computes them: milliseconds)
-    for shape in shapes:
-        for draw in range(args.draws + stressed):
-            seed = secrets.randbits(62)
-            inputs = V.make_inputs(torch, spec, shape, device, dtype_of, seed, stress=draw == args.draws)
-            sync()
-            t_ref = time.monotonic()
-            ref = V.reference(torch, spec, inputs, ref_dtype)
-            sync()
-            ref_s += time.monotonic() - t_ref
-            cases.append({"shape": shape, "seed": seed, "inputs": inputs, "ref": ref,
-                          "label": V.shape_label(shape),
-                          "out_shape": V.resolve_dims(spec["output"]["shape"], shape),
-                          "floor": V.rounding_floor(torch, ref, out_dtype)})
-    result["references_ms"] = round(ref_s * 1e3, 3)
-    out_size = torch.empty((), dtype=out_dtype).element_size()
-    size = arena_bytes([x.numel() * x.element_size() for c in cases for x in c["inputs"]]
-                       + [math.prod(c["out_shape"]) * out_size for c in cases])
-    timed = None
-    if timing_on:   # the champion's setup is queued now and proceeds while the candidate is checked
-        import ab
-        args.champion_load = load_payload(spec, args.champion, args.champion_torch, out_name)
-        timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
-        size += timed.nbytes
-        timed.start_champion(sides["champion"])
-    cand.arena = channel.Arena(torch, device, size)
-    if timed is not None:   # first, as in the champion's arena: the same offsets on both sides
-        timed.place(cand)
-    for c in cases:
-        c["views"], c["descs"] = cand.arena.share(c["inputs"])
-        c["out"], c["out_desc"] = cand.arena.alloc(c["out_shape"], out_dtype)
-    sync()
-    result["floors"] = {}
-    for c in cases:
-        result["floors"][c["label"]] = max(c["floor"], result["floors"].get(c["label"], 0.0))
-
-    _phase(result, "workers_ready")
-    cand.wait_ready()
-    r = cand.expect_ok(cand.w.call("arena", cand.arena.handle()), "harness", "worker could not map its arena")
-    cand.arena.unlink()
-    cand.containment = r.get("containment")
-    result["containment"] = {"judge": {"undumpable": result.pop("_undumpable", None),
-                                       "arenas": {role: sd.arena.isolation for role, sd in sides.items()
-                                                  if sd.arena is not None}},
-                             "candidate": r.get("containment")}
-    result["workers"] = {"candidate": cand.info}
-    result["stage"] = "load"
-    _phase(result, "load")
-    cand.threads0 = contain.tasks(cand.w.proc.pid)
-    r = cand.w.call("load", load_payload(spec, args.candidate, args.candidate_torch, out_name))
-    cand.watch(r, "load")
-    if "error" in r:
-        raise Reject("load", f"candidate failed to load: {str(r['error'])[:600]}")
-    cand.loaded = True
-
-    # Correctness on every shape, several fresh draws each.
-    result["stage"] = "correctness"
-    if not interpret and args.prewarm:   # the interpreter is not thread-safe and compiles nothing
-        _phase(result, "prewarm")
-        firsts = {}
-        for c in cases:
-            firsts.setdefault(c["label"], c["descs"])
-        r = cand.expect_ok(cand.w.call("prewarm", list(firsts.values())), "correctness", "prewarm failed")
-        result["prewarm"] = r.get("prewarm")
-        if (result["prewarm"] or {}).get("stuck"):
-            raise Reject("correctness", "candidate did not return within the prewarm time limit")
-    _phase(result, "correctness")
-    rel_l2 = result["rel_l2"]
-    ratios = result.setdefault("floor_ratio", {})
-    allowed = V.ALLOWED_ATEN | (V.INTERPRETER_ATEN if interpret else set())
-    check_ops = (lambda *a: None) if args.candidate_torch else V.check_ops   # torch sides use torch
-    for i, c in enumerate(cases):
-        label = c["label"]
-        V.unwritten(torch, c["out"])   # a worker that never copies its output back leaves NaN here
-        sync()
-        r = cand.w.call("call", {"args": c["descs"], "out": c["out_desc"], "poison": True})
-        cand.watch(r, "correctness")
-        if "error" in r:
-            raise Reject("correctness", f"candidate raised on shape {label}: {str(r['error'])[:500]}")
-        check_ops(r.get("ops", []), allowed, "correctness")
-        for j, (v, x) in enumerate(zip(c["views"], c["inputs"])):
-            if not torch.equal(v, x):
-                raise Reject("correctness", f"input {j} was modified by the candidate", False)
-        V.check_meta(r.get("meta") or {}, c["out_shape"], out_name, str(device))
-        try:
-            rel = V.judge_values(torch, c["out"], c["ref"], tol, c["floor"], mult, label, sixteen)
-        except Reject:
-            rel_l2[label] = _rel_or_nan(torch, c["out"], c["ref"])
-            raise
-        rel_l2[label] = max(rel, rel_l2.get(label, 0.0))
-        ratios[label] = max(rel / max(c["floor"], V.FLOOR_MIN), ratios.get(label, 0.0))
-        if i == 0:
-            _phase(result, "correctness_rest")   # after the first case: its one-off costs end here
-    result["correct"] = True
-    result["aten_ops"] = sorted(r.get("ops", []))
-    result["draws"] = args.draws
-    if not timing_on:
-        result["stage"] = "done"
-        result["ok"] = True
-        return
-    del cases
-    result["stage"] = "timing"
-    pool.before_timing()   # a warm judge: no worker it started ahead is touching the GPU now
-    _phase(result, "timing")
-    timed.run(result, sides, ref_dtype, allowed, tol, mult, check_ops)
-    if args.peers or args.profile_kernel:
-        import sight
-        _phase(result, "sight")
-        look = sight.cached_in_judge if args.sight_cache else sight.in_judge
-        look(torch, spec, args, result, cand, timed, device, ref_dtype)
-
-
 def device_setup(torch, args, spec: dict, result: dict, timing_on: bool):
-    """(device, dtype_of, shapes, reference dtype) of this mode, recorded in the result."""
+    """(device, dtype_of, shapes, reference dtype) of this mode, recorded in the result: the
+    interpreter's (check shapes, 16-bit floats for bf16, float64 references) or the GPU's
+    (float32 references, TF32 off: validate.full_fp32)."""
     result["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
                           "triton": _triton_version()}
     if args.mode == "interpret":
@@ -304,6 +82,175 @@ def device_setup(torch, args, spec: dict, result: dict, timing_on: bool):
     result["device"] = torch.cuda.get_device_name(device)
     result["reference_precision"] = {**V.full_fp32(torch), "device": "cuda"}
     return device, lambda n: V.torch_dtype(torch, n), spec["shapes"], torch.float32
+
+
+def _correctness(torch, cases: list, result: dict, cand, allowed, check_ops, bar: tuple,
+                 out_name: str, device: str, sync) -> dict:
+    """Every case through the candidate's worker: its output against the float reference (the
+    bar: tolerance, floor multiple, the 16-bit floor rule), its inputs untouched, its ops
+    allowed. Returns the last reply (its ops are the run's aten ops)."""
+    tol, mult, sixteen = bar
+    rel_l2 = result["rel_l2"]
+    ratios = result.setdefault("floor_ratio", {})
+    for i, c in enumerate(cases):
+        label = c["label"]
+        V.unwritten(torch, c["out"])   # a worker that never copies its output back leaves NaN here
+        sync()
+        r = cand.w.call("call", {"args": c["descs"], "out": c["out_desc"], "poison": True})
+        cand.watch(r, "correctness")
+        if "error" in r:
+            raise Reject("correctness", f"candidate raised on shape {label}: {str(r['error'])[:500]}")
+        check_ops(r.get("ops", []), allowed, "correctness")
+        for j, (v, x) in enumerate(zip(c["views"], c["inputs"])):
+            if not torch.equal(v, x):
+                raise Reject("correctness", f"input {j} was modified by the candidate", False)
+        V.check_meta(r.get("meta") or {}, c["out_shape"], out_name, device)
+        try:
+            rel = V.judge_values(torch, c["out"], c["ref"], tol, c["floor"], mult, label, sixteen)
+        except Reject:
+            rel_l2[label] = _rel_or_nan(torch, c["out"], c["ref"])
+            raise
+        rel_l2[label] = max(rel, rel_l2.get(label, 0.0))
+        ratios[label] = max(rel / max(c["floor"], V.FLOOR_MIN), ratios.get(label, 0.0))
+        if i == 0:
+            _phase(result, "correctness_rest")   # after the first case: its one-off costs end here
+    return r
+
+
+def run(args, spec: dict, result: dict, sides: dict, pool) -> None:
+    """One judgement: the workers, the inputs and references, the candidate's load and
+    correctness, then (timing on) the A/B against the champion and the second look."""
+    interpret = args.mode == "interpret"
+    timing_on = not args.no_timing and (not interpret or args.host_clock)
+    # Each kernel file is read ONCE, here: these bytes (their hash held against the contract's
+    # verdict) are what the worker receives and compiles; no process reads the path again.
+    args.sources = {role: source.read(args, role) for role in ("candidate", "champion")
+                    if getattr(args, role) and (role == "candidate" or timing_on)}
+    result["source_sha256"] = {role: sha for role, (_, sha) in args.sources.items()}
+    # Workers first: their torch import and CUDA context overlap the judge's own, and its
+    # references.
+    _phase(result, "spawn")
+    sides["candidate"] = pool.side("candidate", args, interpret, spec)
+    if timing_on:
+        sides["champion"] = pool.side("champion", args, interpret, spec)
+    cand = sides["candidate"]
+    _phase(result, "import")
+    import torch
+    if not interpret:
+        import torch.multiprocessing  # noqa: F401 - CUDA tensors travel as IPC handles
+    _phase(result, "references")
+    job = _prepare(torch, args, spec, result, sides, timing_on)
+    _load(args, spec, result, sides, job)
+    # Correctness on every shape, several fresh draws each.
+    result["stage"] = "correctness"
+    if not interpret and args.prewarm:   # the interpreter is not thread-safe and compiles nothing
+        _prewarm(result, cand, job["cases"])
+    _phase(result, "correctness")
+    allowed = V.ALLOWED_ATEN | (V.INTERPRETER_ATEN if interpret else set())
+    check_ops = (lambda *a: None) if args.candidate_torch else V.check_ops   # torch sides use torch
+    r = _correctness(torch, job["cases"], result, cand, allowed, check_ops, job["bar"],
+                     job["out_name"], str(job["device"]), job["sync"])
+    result["correct"] = True
+    result["aten_ops"] = sorted(r.get("ops", []))
+    result["draws"] = args.draws
+    no_strays()
+    if not timing_on:
+        result["stage"] = "done"
+        result["ok"] = True
+        return
+    del job["cases"]
+    result["stage"] = "timing"
+    pool.before_timing()   # a warm judge: no worker it started ahead is touching the GPU now
+    _phase(result, "timing")
+    tol, mult, _ = job["bar"]
+    job["timed"].run(result, sides, job["ref_dtype"], allowed, tol, mult, check_ops)
+    no_strays()   # before the second look, whose own helpers are the judge's children
+    if args.peers or args.profile_kernel:
+        import sight
+        _phase(result, "sight")
+        look = sight.cached_in_judge if getattr(args, "sight_cache", None) else sight.in_judge
+        look(torch, spec, args, result, cand, job["timed"], job["device"], job["ref_dtype"])
+
+
+def _prepare(torch, args, spec: dict, result: dict, sides: dict, timing_on: bool) -> dict:
+    """Fresh random inputs and their float references (timed: `references_ms`), the champion's
+    setup queued (it proceeds while the candidate is checked), the candidate's arena filled."""
+    tol = float(spec["tolerance"])
+    mult = float(spec.get("floor_multiple") or V.FLOOR_MULTIPLE)
+    result.update(tolerance=tol, floor_multiple=mult)
+    device, dtype_of, shapes, ref_dtype = device_setup(torch, args, spec, result, timing_on)
+    out_dtype = dtype_of(spec["output"].get("dtype", spec["dtype"]))
+    out_name = str(out_dtype).replace("torch.", "")
+    # The floor rule is for kernel files; a torch side is what torch itself gives.
+    sixteen = V.is_16bit(torch, out_dtype) and not args.candidate_torch
+    args.floor_rule = sixteen
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    t_ref = time.monotonic()
+    cases = V.draw_cases(torch, spec, shapes, args.draws, device, dtype_of, ref_dtype, out_dtype)
+    sync()
+    result["references_ms"] = round((time.monotonic() - t_ref) * 1e3, 3)   # inputs and references
+    out_size = torch.empty((), dtype=out_dtype).element_size()
+    size = arena_bytes([x.numel() * x.element_size() for c in cases for x in c["inputs"]]
+                       + [math.prod(c["out_shape"]) * out_size for c in cases])
+    timed = None
+    cand = sides["candidate"]
+    if timing_on:   # the champion's setup is queued now and proceeds while the candidate is checked
+        import ab
+        args.champion_load = source.payload(spec, args, "champion", out_name)
+        timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
+        size += timed.nbytes
+        timed.start_champion(sides["champion"])
+    cand.arena = channel.Arena(torch, device, size, folder=cand.scratch)
+    if timed is not None:   # first, as in the champion's arena: the same offsets on both sides
+        timed.place(cand)
+    for c in cases:
+        c["views"], c["descs"] = cand.arena.share(c["inputs"])
+        c["out"], c["out_desc"] = cand.arena.alloc(c["out_shape"], out_dtype)
+    sync()
+    result["floors"] = {}
+    for c in cases:
+        result["floors"][c["label"]] = max(c["floor"], result["floors"].get(c["label"], 0.0))
+    return {"cases": cases, "timed": timed, "device": device, "ref_dtype": ref_dtype, "sync": sync,
+            "out_name": out_name, "bar": (tol, mult, sixteen)}
+
+
+def _load(args, spec: dict, result: dict, sides: dict, job: dict) -> None:
+    """The candidate's worker: ready, its arena mapped (its late locks applied: worker.py), then
+    the judged bytes loaded and identity-checked."""
+    cand = sides["candidate"]
+    _phase(result, "workers_ready")
+    cand.wait_ready()
+    r = cand.expect_ok(cand.w.call("arena", cand.arena.handle()), "harness", "worker could not map its arena")
+    cand.arena.unlink()
+    cand.containment = r.get("containment")
+    result["containment"] = {"judge": {"undumpable": result.pop("_undumpable", None),
+                                       "arenas": {role: sd.arena.isolation for role, sd in sides.items()
+                                                  if sd.arena is not None}},
+                             "candidate": r.get("containment")}
+    result["workers"] = {"candidate": cand.info}
+    result["stage"] = "load"
+    _phase(result, "load")
+    cand.threads0 = contain.tasks(cand.w.proc.pid)
+    r = cand.w.call("load", source.payload(spec, args, "candidate", job["out_name"]))
+    cand.watch(r, "load")
+    if "error" in r:
+        raise Reject("load", f"candidate failed to load: {str(r['error'])[:1600]}")
+    cand.loaded = True
+    cand.identity = r.get("identity")
+    result["identity"] = {"candidate": cand.identity}
+
+
+def _prewarm(result: dict, cand, cases: list) -> None:
+    """Every shape's first call at once (Triton compiles them in threads)."""
+    _phase(result, "prewarm")
+    firsts = {}
+    for c in cases:
+        firsts.setdefault(c["label"], c["descs"])
+    r = cand.expect_ok(cand.w.call("prewarm", list(firsts.values())), "correctness", "prewarm failed")
+    result["prewarm"] = r.get("prewarm")
+    if (result["prewarm"] or {}).get("stuck"):
+        raise Reject("correctness", "candidate did not return within the prewarm time limit")
 
 
 def _triton_version():
@@ -350,6 +297,9 @@ def parse_args(argv=None):
                    help="the candidate is the spec's reference run in torch in the native dtype")
     p.add_argument("--champion-torch", action="store_true",
                    help="the champion is the spec's reference run in torch (baseline: torch)")
+    p.add_argument("--candidate-sha256", help="sha256 of the candidate bytes the contract judged: "
+                   "any other bytes are refused")
+    p.add_argument("--champion-sha256", help="the same for the champion")
     p.add_argument("--mode", choices=["gpu", "interpret"], default="gpu")
     p.add_argument("--peers", action="store_true",
                    help="GPU: also time the spec's peers beside the candidate (checker/peers.py)")
@@ -363,6 +313,11 @@ def parse_args(argv=None):
                    help="interpret mode: time the A/B and the second look on the host clock "
                         "(a CPU test of the timing path; never a measurement)")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
+    p.add_argument("--contain", choices=["strict", "best-effort"], default=os.environ.get("KERNLOOP_CONTAIN") or None,
+                   help="strict (CPU default): a worker whose OS layer did not hold refuses to run; "
+                        "best-effort (GPU default): it runs and reports what held")
+    p.add_argument("--layers", default=os.environ.get("KERNLOOP_CONTAIN_LAYERS") or None,
+                   help=f"OS layers of the workers: all (default), none, or some of {', '.join(lockdown.LAYERS)}")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
     p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")
     p.add_argument("--warmup", type=int, default=None)
@@ -386,29 +341,35 @@ def parse_args(argv=None):
             p.error(f"one of --{side} or --{side}-torch is required")
     if a.host_clock and a.mode != "interpret":
         p.error("--host-clock is for --mode interpret (on a GPU the judge times with CUDA events)")
+    try:
+        a.plan = lockdown.plan(a.mode == "interpret", os.geteuid(), a.layers, a.contain,
+                               lockdown.unreadable_by_others(lockdown.import_paths() + [HERE, a.candidate,
+                                                                                        a.champion]))
+    except ValueError as e:
+        p.error(str(e))
+    # Tests and benches only: the kernel file meets the OS layers with the audit hook disarmed; the
+    # loop never passes it on (sandbox.stripped_env) nor takes its line (resultline.validate_result)
+    a.test_seam = os.environ.get(scratch.TEST_SEAM_ENV) == SEAM
     return a
 
 
-def load_payload(spec: dict, path: str | None, torch_side: bool, out_dtype: str) -> dict:
-    """What a worker imports: a kernel file, or the spec's reference run by torch (a torch
-    side: `baseline: torch`, never a kernel file)."""
-    if torch_side:
-        return {"torch_side": spec, "out_dtype": out_dtype}
-    return {"path": os.path.abspath(path), "entry": spec["entry"]}
-
-
 def new_result(args, undumpable) -> dict:
-    return {"ok": False, "stage": "harness", "error": None, "correct": None, "rel_l2": {},
-            "candidate": None, "champion": None, "roofline": None, "mode": args.mode,
-            "backend": args.backend, "synthetic": bool(args.synthetic), "device": None,
-            "_undumpable": undumpable}
+    """A job's result line before anything ran: a harness failure until a stage says otherwise."""
+    result = {"ok": False, "stage": "harness", "error": None, "correct": None, "rel_l2": {},
+              "candidate": None, "champion": None, "roofline": None, "mode": args.mode,
+              "backend": args.backend, "synthetic": bool(args.synthetic), "device": None,
+              "_undumpable": undumpable}
+    if args.test_seam:
+        result["test_seam"] = True
+    return result
 
 
 def judge(args, result: dict, pool=None) -> dict:
     """One verdict: run() with every failure turned into the result's fields, then the workers
-    handed back to the pool (ColdPool: killed). Returns the result, ready to print."""
+    handed back to the pool (ColdPool: killed, the tree swept, the folder removed). Returns the
+    result, ready to print."""
     sides: dict = {}
-    pool = pool or ColdPool()
+    pool = pool or ColdPool(args)
     try:
         with open(args.spec) as f:
             spec = json.load(f)
@@ -428,7 +389,7 @@ def judge(args, result: dict, pool=None) -> dict:
     except BaseException as e:   # noqa: BLE001 - the line must be written whatever happens
         result.update(ok=False, error=f"{type(e).__name__}: {str(e)[:500]}",
                       traceback=traceback.format_exc()[-2000:])
-    pool.finish(sides, result)
+    pool.finish(args, sides, result)
     result.pop("_undumpable", None)
     result["wall_s"] = time.monotonic() - result.get("_t0", T0)
     _phase(result, "end")

@@ -146,16 +146,16 @@ def child_env(env=None) -> dict:
     return {k: env[k] for k in keep if k in env}
 
 
-def ncu_command(ncu: str, spec_path, kernel_path, log_path) -> list[str]:
+def ncu_command(ncu: str, spec_path, kernel_path, log_path, sha256: str | None = None) -> list[str]:
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
             "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(ALL_METRICS),
             "--log-file", str(log_path),
             sys.executable, str(Path(__file__).resolve()), "--target", "--spec", str(spec_path),
-            "--kernel", str(kernel_path)]
+            "--kernel", str(kernel_path), *(["--sha256", sha256] if sha256 else [])]
 
 
 def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 120.0,
-            stop=None) -> dict:
+            sha256: str | None = None, stop=None) -> dict:
     """Profile one call of the kernel file's entry on the spec's timed shape. Never raises for a
     kernel or ncu failure: the result says `ok` false and why (the profile is optional).
     `stop()` true (a warm judge has a job waiting for the GPU): ncu is killed, `preempted`."""
@@ -167,8 +167,10 @@ def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 1
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kernloop_ncu_") as tmp:
         log = Path(tmp) / "ncu.csv"
-        cmd = ncu_command(ncu, spec_path, kernel_path, log)
-        p, why = _run(cmd, timeout_s, stop)
+        cmd = ncu_command(ncu, spec_path, kernel_path, log, sha256)
+        # its own Triton cache and no bytecode: the kernel file runs here outside a worker
+        env = dict(child_env(), TRITON_CACHE_DIR=str(Path(tmp) / "triton"), PYTHONDONTWRITEBYTECODE="1")
+        p, why = _run(cmd, timeout_s, stop, env)
         if why:
             return {"ok": False, "error": why, "cost_s": time.monotonic() - t0,
                     "preempted": why.startswith("preempted")}
@@ -184,16 +186,16 @@ def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 1
     return res
 
 
-def _run(cmd, timeout_s: float, stop):
+def _run(cmd, timeout_s: float, stop, env: dict):
     """(finished process with its stdout/stderr text, None) or (None, why it was stopped)."""
     if stop is None:
         try:
             return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                                  env=child_env()), None
+                                  env=env), None
         except subprocess.TimeoutExpired:
             return None, f"ncu timed out after {timeout_s:g} s"
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=child_env())
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
         end = time.monotonic() + timeout_s
         while p.poll() is None:
             why = "preempted: a job is waiting for the GPU" if stop() else \
@@ -209,23 +211,24 @@ def _run(cmd, timeout_s: float, stop):
         return p, None
 
 
-def _target(spec_path: str, kernel_path: str) -> int:
-    """One warm call of the entry inside cudaProfilerStart/Stop (what ncu profiles)."""
+def _target(spec_path: str, kernel_path: str, sha256: str | None = None) -> int:
+    """One warm call of the entry inside cudaProfilerStart/Stop (what ncu profiles). The file is
+    read once and loaded as the worker loads it (identity.py): with `sha256`, only the bytes the
+    contract judged, and only if Triton would compile the defs that were judged."""
     import json
     import secrets
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import importlib.util
 
     import torch
-    from validate import make_inputs, torch_dtype   # a sibling, flat as in a staged job
+    import identity   # siblings, flat as in a staged job
+    from validate import make_inputs, torch_dtype
     spec = json.loads(Path(spec_path).read_text())
     dev = torch.device("cuda", torch.cuda.current_device())
     args = make_inputs(torch, spec, spec["shapes"][0], dev, lambda n: torch_dtype(torch, n),
                        secrets.randbits(62))
-    ms = importlib.util.spec_from_file_location("kernloop_ncu_target", kernel_path)
-    mod = importlib.util.module_from_spec(ms)
-    ms.loader.exec_module(mod)
-    fn = getattr(mod, spec["entry"])
+    raw = Path(kernel_path).read_bytes()
+    _, fn, _ = identity.load(raw, sha256, f"<kernloop-ncu-{identity.digest(raw)[:16]}>",
+                             "kernloop_ncu_target", spec["entry"])
     for _ in range(2):   # compile, then one warm call: the profiled call launches only
         fn(*args)
     torch.cuda.synchronize()
@@ -242,5 +245,6 @@ if __name__ == "__main__":
     ap.add_argument("--target", action="store_true", required=True)
     ap.add_argument("--spec", required=True)
     ap.add_argument("--kernel", required=True)
+    ap.add_argument("--sha256")
     a = ap.parse_args()
-    sys.exit(_target(a.spec, a.kernel))
+    sys.exit(_target(a.spec, a.kernel, a.sha256))

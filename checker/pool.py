@@ -10,6 +10,10 @@ A spare is started with --hold: it imports torch and says `held`, and touches th
 context, flush buffer) only after `go`, which is sent only outside timing (`advance`, called
 between jobs); `before_timing` waits for any spare still opening its context. A worker that dies,
 hangs past the job's deadline or fails the judge's harness checks is killed and replaced.
+Containment as in a cold judge (sides.spawn): every worker, spares included, starts with the
+same OS layers, in a scratch folder of its own (its own job folder: no worker can read another's),
+its own Triton cache, and is swept with its folder when it goes; at the end of each job every
+other process below the judge is killed (tree.end_of_job, `keep`: the workers kept).
 Flat sibling of judge.py (stdlib; torch reached through judge.py's objects).
 """
 from __future__ import annotations
@@ -19,7 +23,10 @@ import json
 import time
 
 import channel
-import judge as J
+import scratch
+import sides as S
+import tree
+from validate import Reject
 
 GO_READY_S = 120.0     # a spare that was told `go` has this long to open its CUDA context
 DRAIN_S = 30.0         # a kept worker's queued replies after a job that ended early
@@ -31,14 +38,13 @@ LET_GO_S = 2.0         # a worker about to be killed has this long to let its ar
 LEAK_LIMIT = 8 << 30
 
 
-def kernel_key(path: str | None, torch_side: bool, spec: dict) -> str:
-    """What a worker holds: a kernel file's bytes and entry, or the spec's reference run in
-    torch; a changed file is never mistaken for the kept one."""
-    if torch_side:
+def kernel_key(args, role: str, spec: dict) -> str:
+    """What a worker holds: a kernel file's judged bytes (their sha256, read once by the judge:
+    args.sources) and entry, or the spec's reference run in torch; a changed file is never
+    mistaken for the kept one."""
+    if getattr(args, f"{role}_torch", False):
         return "torch:" + hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
-    with open(path, "rb") as f:
-        data = f.read()
-    return hashlib.sha256(data + b"\0" + spec["entry"].encode()).hexdigest()
+    return hashlib.sha256((args.sources[role][1] + "\0" + spec["entry"]).encode()).hexdigest()
 
 
 def may_be_promoted(result: dict, min_gain: float) -> bool:
@@ -81,15 +87,20 @@ class WarmPool:
     """ColdPool's interface (judge.py) over long-lived workers."""
 
     def __init__(self, args, interpret: bool, spares: int = 1, champion: str = "kept"):
+        """`args`: judge.py's flags of the jobs this pool's spares serve (its --mode, --flush,
+        --settle-us and containment plan); a job asking other worker flags gets one-job sides."""
         self.args, self.interpret, self.n = args, interpret, max(0, int(spares))
         # "kept": the champion's worker lives while the champion stays; "fresh": a spare becomes
         # each job's champion (loaded and compiled while the candidate is checked, as the cold
         # judge does), so both sides of every A/B are processes of the same age
         self.policy = champion
-        self.extra = J.worker_cmd_extra(args, interpret)
+        self.flags = S.worker_flags(args, interpret)
+        self.subreaper = tree.become_subreaper()   # every worker's descendants come back here
+        self.folders: dict[int, str] = {}          # worker pid -> its own job folder
+        self.gone: list[str] = []                  # folders of workers killed during this job
         self.spares: list[Spare] = []
-        self.champions: dict[str, J.Side] = {}
-        self.kept: tuple[str, J.Side] | None = None   # a candidate that may be promoted
+        self.champions: dict[str, S.Side] = {}
+        self.kept: tuple[str, S.Side] | None = None   # a candidate that may be promoted
         self.deadline: float | None = None            # the current job's (begin())
         self.job: tuple | None = None                 # (args, spec) of the current job
         self.counts = {"spawned": 0, "champion_kept": 0, "champion_from_candidate": 0,
@@ -99,10 +110,21 @@ class WarmPool:
 
     # -- spares
 
-    def _spawn(self, hold: bool = True) -> channel.WorkerProc:
+    def _spawn(self, hold: bool = True, role: str = "worker", args=None) -> channel.WorkerProc:
+        """A new worker in a job folder of its own (sides.spawn: its OS layers, user id,
+        scratch, Triton cache), removed when it is killed (_end)."""
         self.counts["spawned"] += 1
-        return channel.WorkerProc("spare", J.WORKER, J.worker_env(self.interpret),
-                                  [*self.extra, *(["--hold"] if hold else [])])
+        folder = scratch.make_job()
+        w = S.spawn(role, args or self.args, self.interpret, folder, hold=hold)
+        self.folders[w.proc.pid] = folder
+        return w
+
+    def _end(self, w: channel.WorkerProc) -> None:
+        """Kill a worker; its folder goes at the end of the job (tree.end_of_job)."""
+        w.kill()
+        folder = self.folders.pop(w.proc.pid, None)
+        if folder is not None:
+            self.gone.append(folder)
 
     def fill(self) -> None:
         """Replace dead spares and start new ones up to the pool's size (CPU only until `go`)."""
@@ -112,7 +134,7 @@ class WarmPool:
                 live.append(s)
             else:
                 self.counts["replaced"] += 1
-                s.w.kill()
+                self._end(s.w)
         self.spares = live
         while len(self.spares) < self.n:
             self.spares.append(Spare(self._spawn()))
@@ -143,7 +165,7 @@ class WarmPool:
 
     def _drop_spare(self, s: Spare) -> None:
         self.counts["replaced"] += 1
-        s.w.kill()
+        self._end(s.w)
         self.spares.remove(s)
 
     def _take(self, role: str) -> channel.WorkerProc:
@@ -176,23 +198,23 @@ class WarmPool:
     def begin(self, args, spec: dict, deadline: float) -> None:
         self.job, self.deadline = (args, spec), deadline
 
-    def side(self, role: str, args, interpret: bool, spec: dict) -> J.Side:
-        if J.worker_cmd_extra(args, interpret) != self.extra:   # other worker flags: a one-job side
-            sd = J.Side(role, args, interpret)
+    def side(self, role: str, args, interpret: bool, spec: dict) -> S.Side:
+        if S.worker_flags(args, interpret) != self.flags:   # other worker flags: a one-job side
+            sd = S.Side(role, args, interpret, w=self._spawn(False, role, args))
             self.cold.add(id(sd))
         elif role == "champion":
             sd = self._champion(args, interpret, spec)
         else:
-            sd = J.Side(role, args, interpret, w=self._take(role))
+            sd = S.Side(role, args, interpret, w=self._take(role))
         sd.w.deadline = self.deadline
         return sd
 
-    def _champion(self, args, interpret: bool, spec: dict) -> J.Side:
-        key = kernel_key(args.champion, args.champion_torch, spec)
+    def _champion(self, args, interpret: bool, spec: dict) -> S.Side:
+        key = kernel_key(args, "champion", spec)
         sd = self.champions.get(key) if self.policy == "kept" else None
         if sd is not None and sd.w.why_dead() is not None:   # died between jobs: replaced
             self.counts["replaced"] += 1
-            sd.w.kill()
+            self._end(sd.w)
             sd = None
         if sd is not None:
             self.counts["champion_kept"] += 1
@@ -203,11 +225,11 @@ class WarmPool:
             sd.role = sd.w.role = "champion"
             sd.torch_side = bool(args.champion_torch)
         else:
-            sd = J.Side("champion", args, interpret, w=self._take("champion"))
+            sd = S.Side("champion", args, interpret, w=self._take("champion"))
             self.counts["champion_fresh"] += 1
         for other, old in list(self.champions.items()):   # the champion moved on: let the old go
             if other != key:
-                old.w.kill()
+                self._end(old.w)
                 del self.champions[other]
         self.champions[key] = sd
         sd.key = key
@@ -215,9 +237,11 @@ class WarmPool:
 
     # -- after a job
 
-    def finish(self, sides: dict, result: dict) -> None:
+    def finish(self, args, sides: dict, result: dict) -> None:
         """Kill what must not be kept; keep the champion (drained, its arena let go) and a
-        candidate that may be promoted; restore the spares."""
+        candidate that may be promoted; then, as a cold judge's end of job, every other process
+        below the judge is killed and the folders of the workers gone are removed; restore the
+        spares."""
         for role, sd in sides.items():
             if sd.arena is not None:
                 sd.arena.unlink()
@@ -229,19 +253,36 @@ class WarmPool:
             elif role == "candidate":
                 self._settle_candidate(sd, result, sides.get("champion"))
             sd.arena = None
+        self.sweep(result, args)
+        if not result.get("ok") and self.kept is not None and self.kept[1] in sides.values():
+            self._end(self.kept[1].w)   # the sweep failed the verdict: nothing of it is kept
+            self.kept = None
+            self.sweep(result, args)
         self.fill()
 
-    def _kill(self, sd: J.Side) -> None:
+    def live_pids(self) -> set[int]:
+        """The workers that outlive the job: spares, the champion's, a kept candidate's."""
+        sds = list(self.champions.values()) + ([self.kept[1]] if self.kept else [])
+        return {s.w.proc.pid for s in self.spares} | {sd.w.proc.pid for sd in sds}
+
+    def sweep(self, result: dict, args=None) -> None:
+        """tree.end_of_job for a warm judge: every descendant but the kept workers killed, the
+        folders of the workers killed in this job removed, both recorded in the result."""
+        folders, self.gone = self.gone, []
+        tree.end_of_job(result, folders, (args or self.args).plan, self.subreaper, S.WORKER_PIDS,
+                        keep=self.live_pids())
+
+    def _kill(self, sd: S.Side) -> None:
         """Kill a worker, its arena let go first when it still answers (else counted leaked)."""
         if sd.arena is not None and sd.w.why_dead() is None and sd.w.pending == -1:
             if self._release(sd, LET_GO_S):
-                sd.w.kill()
+                self._end(sd.w)
                 return
         if sd.arena is not None and sd.arena.path is None:   # a CUDA block it may still hold
             self.leaked += sd.arena.nbytes
-        sd.w.kill()
+        self._end(sd.w)
 
-    def _release(self, sd: J.Side, within: float = DRAIN_S) -> bool:
+    def _release(self, sd: S.Side, within: float = DRAIN_S) -> bool:
         """Read what is still queued (start_champion's replies after a job that ended before
         its timing), let the arena go; False if the worker misbehaved. (`pending` is -1 once
         the worker's unsolicited first message and every reply are read.)"""
@@ -255,19 +296,19 @@ class WarmPool:
                 return False
             r = sd.w.call("remap", None)
             return "error" not in r and sd.w.why_dead() is None
-        except (channel.WorkerGone, J.Reject):
+        except (channel.WorkerGone, Reject):
             return False
         finally:
             sd.w.deadline = None
 
-    def _settle_champion(self, sd: J.Side, result: dict) -> None:
+    def _settle_champion(self, sd: S.Side, result: dict) -> None:
         harness = result.get("stage") == "harness" or "champion" in str(result.get("error") or "")
         if self.policy != "kept" or harness or not self._release(sd):
             self.counts["replaced"] += 1
             self._kill(sd)
             self.champions = {k: v for k, v in self.champions.items() if v is not sd}
 
-    def _settle_candidate(self, sd: J.Side, result: dict, champ) -> None:
+    def _settle_candidate(self, sd: S.Side, result: dict, champ) -> None:
         args, spec = self.job
         keep = self.policy == "kept" and sd.loaded and may_be_promoted(result, float(spec.get("min_gain") or 0.0))
         if not keep:
@@ -277,15 +318,18 @@ class WarmPool:
             self._kill(sd)
             return
         if self.kept is not None:
-            self.kept[1].w.kill()
-        self.kept = (kernel_key(args.candidate, args.candidate_torch, spec), sd)
+            self._end(self.kept[1].w)
+        self.kept = (kernel_key(args, "candidate", spec), sd)
 
     def close(self) -> None:
         for s in self.spares:
-            s.w.kill()
+            self._end(s.w)
         for sd in self.champions.values():
-            sd.w.kill()
+            self._end(sd.w)
         if self.kept is not None:
-            self.kept[1].w.kill()
+            self._end(self.kept[1].w)
         self.spares, self.champions, self.kept = [], {}, None
+        for folder in self.gone:
+            scratch.remove(folder)
+        self.gone = []
 

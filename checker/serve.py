@@ -36,6 +36,7 @@ import channel  # noqa: E402  (flat siblings: this folder is what a job holds)
 import contain  # noqa: E402
 import judge as J  # noqa: E402
 import pool as P  # noqa: E402
+import source  # noqa: E402
 import timing  # noqa: E402
 
 IDLE_S = 1.0          # a second look starts once no job has come for this long
@@ -101,7 +102,14 @@ class Server:
         self.out_fd = os.dup(1)   # answers: a descriptor no worker inherits
         os.dup2(2, 1)
         self.undumpable = contain.make_judge_undumpable()
-        self.pool = P.WarmPool(opts, self.interpret, opts.spares, opts.champion)
+        # Peers compiled by torch.compile in this process: no compile-worker pool, whose
+        # processes would outlive a job (end of job kills every process below the judge)
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        # The jobs' flags the spares are started for (mode, flush, settle, containment plan)
+        self.tmpl = J.parse_args(["--spec", "-", "--candidate-torch", "--champion-torch",
+                                  "--mode", opts.mode, "--flush", opts.flush,
+                                  "--settle-us", str(opts.settle_us)])
+        self.pool = P.WarmPool(self.tmpl, self.interpret, opts.spares, opts.champion)
         self.pool.fill()          # the first spares import torch beside the judge
         import torch
         self.torch = torch
@@ -182,7 +190,7 @@ class Server:
             result.update(error=f"{type(e).__name__}: {str(e)[:500]}")
             result["preempted"] = type(e).__name__ == "Preempted" or self.preempted
         bad = not result["ok"] and not result.get("preempted")   # a worker given back is fine
-        self.pool.finish(sides, {**result, "stage": "harness"} if bad else result)
+        self.pool.finish(args, sides, {**result, "stage": "harness"} if bad else result)
         result["status"] = "landed" if result["ok"] else "dropped"
         result["sight_s"] = round(time.monotonic() - t0, 3)
         result.pop("_t0", None)
@@ -194,8 +202,10 @@ class Server:
         torch = self.torch
         device, dtype_of, shapes, ref_dtype = J.device_setup(torch, args, spec, result, True)
         out_dtype = dtype_of(spec["output"].get("dtype", spec["dtype"]))
-        args.champion_load = J.load_payload(spec, args.champion, args.champion_torch,
-                                            str(out_dtype).replace("torch.", ""))
+        args.sources = {}
+        if not args.candidate_torch:   # the judged bytes, read once (the sha256 the loop sends)
+            args.sources = dict.fromkeys(("candidate", "champion"), source.read(args, "candidate"))
+        args.champion_load = source.payload(spec, args, "champion", str(out_dtype).replace("torch.", ""))
         side = sides["champion"] = self.pool.side("champion", args, self.interpret, spec)
         timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
         timed.start_champion(side)

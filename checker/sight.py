@@ -53,21 +53,24 @@ def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args:
                summarize, want_peers: bool, want_profile: bool, spec_path: str,
                kernel_path: str | None, warmup: int, reps: int, min_warm_s: float,
                ref_fn=None, make_call=None, backend: str = "inductor", always_profile: bool = False,
-               stop=None) -> None:
+               stop=None, kernel_sha256: str | None = None,
+               spread_floor: float | None = None) -> None:
     """Add `peers` and `profile` to the result line (either may be absent). The candidate is
     reached only through `kernel_call()` (the ms of one flushed, timed call: in a judge, the
     worker's timed call) and `profile_call(gpu_ms)` (kernelprofile.profile where the kernel
     lives: in a judge, a worker request); the peers run here on `args`, flushed by `flush`
-    (`make_call(peer_fn)`: its timed call, CUDA events by default). `always_profile`: a
-    promoted candidate's look after its decision (the bar was met). `stop()` true: a job waits
-    for the GPU; Preempted is raised before the profile or ncu would start, and ncu is stopped."""
+    (`make_call(peer_fn)`: its timed call, CUDA events by default; `spread_floor`: the spread
+    a peer may always have, peers.SPREAD_FLOOR by default). `always_profile`: a promoted
+    candidate's look after its decision (the bar was met). `stop()` true: a job waits for the
+    GPU; Preempted is raised before the profile or ncu would start, and ncu is stopped."""
     make_call = make_call or (lambda f: peers_mod.event_call(torch, f, args, flush, timed_call))
     if want_peers:
         t0 = time.monotonic()
         try:
             result["peers"] = peers_mod.peers_block(
                 torch, spec, args, ref, {"candidate": kernel_call}, make_call, summarize,
-                warmup, reps, min_warm_s, backend=backend, ref_fn=ref_fn)
+                warmup, reps, min_warm_s, backend=backend, ref_fn=ref_fn,
+                spread_floor=peers_mod.SPREAD_FLOOR if spread_floor is None else spread_floor)
         except Exception as e:   # noqa: BLE001 - the candidate's own failure was caught before
             result["peers"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         result["peers"]["cost_s"] = time.monotonic() - t0
@@ -84,7 +87,7 @@ def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args:
             prof = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         if os.environ.get("KERNLOOP_NCU", "auto") != "off":
             try:
-                prof["ncu"] = ncu.run_ncu(spec_path, kernel_path, stop=stop)
+                prof["ncu"] = ncu.run_ncu(spec_path, kernel_path, sha256=kernel_sha256, stop=stop)
             except ncu.NcuError as e:
                 prof["ncu"] = {"ok": False, "error": str(e)}
             if (prof["ncu"] or {}).get("preempted"):
@@ -123,7 +126,10 @@ def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=Non
                    args.min_warm_ms / 1e3, ref_fn=V.reference_callable(torch, spec),
                    make_call=lambda f: peers_mod.event_call(torch, f, xs, flush, timed_call),
                    backend="inductor" if device.type == "cuda" else "eager",
-                   always_profile=getattr(args, "always_profile", False), stop=stop)
+                   always_profile=getattr(args, "always_profile", False), stop=stop,
+                   kernel_sha256=None if args.candidate_torch else args.sources["candidate"][1],
+                   # the host clock (interpret mode) measures nothing: no spread rule there
+                   spread_floor=None if device.type == "cuda" else float("inf"))
     except Preempted:
         raise
     except Exception as e:   # noqa: BLE001 - never fails the job: the verdict stands
@@ -147,7 +153,7 @@ def cache_key(torch, spec: dict, args, result: dict) -> str:
     for name in CACHE_CODE:
         with open(os.path.join(here, name), "rb") as f:
             code.update(f.read())
-    kernel = "torch" if args.candidate_torch else hashlib.sha256(open(args.candidate, "rb").read()).hexdigest()
+    kernel = "torch" if args.candidate_torch else args.sources["candidate"][1]   # the judged bytes
     pkgs = {}
     for name in CACHE_PACKAGES:
         try:

@@ -6,6 +6,8 @@ imported in the process that holds these references.
 """
 from __future__ import annotations
 
+import secrets
+
 import math
 
 # Default multiple of the rounding floor a 16-bit output may reach (spec key floor_multiple).
@@ -82,9 +84,8 @@ def reference_callable(torch, spec: dict):
         return lambda *xs: eval(code, glb, dict(zip(names, xs)))
     key = spec["reference_source"], spec["reference_fn"]
     if key not in _REFERENCE_FNS:
-        ns = {"__name__": "kernloop_reference"}
-        exec(compile(spec["reference_source"], spec["reference"].split(":")[0], "exec"), ns)
-        _REFERENCE_FNS[key] = ns[spec["reference_fn"]]
+        mod = reference_module(spec["reference_source"], spec["reference"].split(":")[0])
+        _REFERENCE_FNS[key] = getattr(mod, spec["reference_fn"])
     return _REFERENCE_FNS[key]
 
 
@@ -103,6 +104,28 @@ def full_fp32(torch) -> dict:
     return {"dtype": "float32", "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
             "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
             "matmul_precision": torch.get_float32_matmul_precision()}
+def reference_module(source: str, filename: str):
+    """The reference file's text as a real, importable module: registered in `sys.modules` under
+    a name unique to its text (what torch.compile, pickle and inspect look up by a class's or
+    function's `__module__`; an unregistered name fails them with `No module named ...`), its
+    source in linecache under `filename` (tracebacks, inspect.getsource)."""
+    import hashlib
+    import linecache
+    import sys
+    import types
+    name = "kernloop_reference_" + hashlib.sha1(source.encode()).hexdigest()[:12]
+    if name not in sys.modules:
+        mod = types.ModuleType(name)
+        fname = f"<kernloop reference {filename}>"
+        mod.__file__ = fname
+        linecache.cache[fname] = (len(source), None, source.splitlines(True), fname)
+        sys.modules[name] = mod   # before exec: the file's own classes resolve their module
+        try:
+            exec(compile(source, fname, "exec"), mod.__dict__)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
 
 
 def reference(torch, spec: dict, inputs: list, ref_dtype):
@@ -195,3 +218,21 @@ def check_ops(ops, allowed: set, when: str) -> None:
     if bad:
         raise Reject(when, f"the candidate computed with torch ops {', '.join(bad)}: the op must "
                      f"run in its Triton kernel", False)
+
+
+def draw_cases(torch, spec: dict, shapes: list, draws: int, device, dtype_of, ref_dtype, out_dtype) -> list:
+    """Fresh random inputs for every shape, `draws` each (one more where the spec names a
+    stress range), with their float reference and rounding floor, made here in the judge."""
+    cases = []
+    # One more draw per shape where the spec names a stress range for an input (stress_scale).
+    stressed = any(i.get("stress_scale") for i in spec["inputs"])
+    for shape in shapes:
+        for draw in range(draws + stressed):
+            seed = secrets.randbits(62)
+            inputs = make_inputs(torch, spec, shape, device, dtype_of, seed, stress=draw == draws)
+            ref = reference(torch, spec, inputs, ref_dtype)
+            cases.append({"shape": shape, "seed": seed, "inputs": inputs, "ref": ref,
+                          "label": shape_label(shape),
+                          "out_shape": resolve_dims(spec["output"]["shape"], shape),
+                          "floor": rounding_floor(torch, ref, out_dtype)})
+    return cases

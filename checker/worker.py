@@ -3,8 +3,10 @@
 
 Started by the judge (checker/judge.py), one per kernel file, with the pipe's descriptor in
 --fd. It holds no reference, no other kernel, no secret and no handle on the result line: its
-stdout is the judge's stderr. Before the kernel file is imported it contains itself (contain.py)
-and from then on every call is watched (aten ops, audit events, replaced functions; the judge
+stdout is the judge's stderr. Before torch is imported it puts itself under Landlock, and once
+its arena is mapped under its own user id (CPU path), a seccomp filter and no bytecode
+(lockdown.py), in its own scratch folder; before the kernel file is imported it contains itself
+further (contain.py) and from then on every call is watched (aten ops, audit events, replaced functions; the judge
 itself reads the worker's threads and children from /proc) and reported with the call's
 output, which it copies into the judge's output slot. On the GPU it times its own calls (flush, settle spin, CUDA events) and
 syncs the device before it replies, so the judge's clock covers all of its work.
@@ -12,7 +14,6 @@ syncs the device before it replies, so the judge's clock covers all of its work.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import time
@@ -21,6 +22,8 @@ import traceback
 T0 = time.monotonic()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import contain  # noqa: E402  (flat sibling: this folder is what a Nebius job holds)
+import lockdown  # noqa: E402
+import identity  # noqa: E402
 
 
 def _args(argv=None):
@@ -30,6 +33,13 @@ def _args(argv=None):
     p.add_argument("--flush", default="read")
     p.add_argument("--settle-us", type=float, default=0.0)
     p.add_argument("--interpret", action="store_true")
+    p.add_argument("--scratch", default=None, help="its own folder: cwd, TMPDIR, Triton cache")
+    p.add_argument("--layers", default="none", help="OS layers to apply (lockdown.LAYERS)")
+    p.add_argument("--strict", action="store_true", help="refuse to run if a layer did not hold")
+    p.add_argument("--uid", type=int, default=-1, help="become this user id once the arena is mapped")
+    p.add_argument("--test-seam", action="store_true",
+                   help="TESTS ONLY (the judge passes it under KERNLOOP_TEST_SEAM): load the kernel "
+                        "file with the audit hook disarmed, so the OS layers meet arbitrary code")
     p.add_argument("--hold", action="store_true",
                    help="a warm judge's spare: say `held` once torch is imported, touch the device "
                         "only after the judge's `go` (never while it times)")
@@ -52,6 +62,8 @@ class Worker:
             if device.type == "cuda" else None
         self.rec = contain.aten_recorder(torch)
         self.timed_before = False   # the first timed call lets the allocator's cache go
+        self.locked = False         # lock_late ran (the first `arena`): once, before any load
+        self.load_tried = False     # one kernel per process, for its whole life
 
     def sync(self):
         if self.device.type == "cuda":
@@ -66,15 +78,25 @@ class Worker:
     # -- requests
 
     def op_arena(self, handle):
+        if self.locked:   # a kept worker's later arenas come by `remap`; the lock is applied once
+            return {"error": "this worker already mapped its first arena", "containment": self.containment}
         self.base = self.channel.attach(self.torch, handle)
         self.arena_ptr = self.base.untyped_storage().data_ptr()
-        self.containment["capabilities_dropped"] = contain.drop_capabilities()
+        lock_late(self.args, self.containment)
+        self.locked = True
+        refused = lockdown.check_held(self.containment, lockdown.parse_layers(self.args.layers),
+                                      self.args.strict)
+        if refused:
+            return {"error": refused, "containment": self.containment}
         return {"ok": True, "containment": self.containment}
 
     def op_remap(self, handle):
         """A warm worker's next job (checker/serve.py): the previous arena is let go, the new
         one mapped (None: map nothing between jobs), and the first timed call lets the
-        allocator's cache go again, as in a fresh worker."""
+        allocator's cache go again, as in a fresh worker. Only after the first `arena` (the
+        late locks) and a load: a fresh worker never skips its lock this way."""
+        if not (self.locked and self.load_tried):
+            return {"error": "remap before this worker's first arena and load"}
         self.base = None
         if handle is not None:
             self.base = self.channel.attach(self.torch, handle)
@@ -83,8 +105,11 @@ class Worker:
         return {"ok": True}
 
     def op_load(self, payload):
-        if self.fn is not None:   # one kernel per process, for its whole life
+        if self.load_tried:   # one kernel per process, for its whole life
             return {"error": "this worker already holds a kernel", **self.watched()}
+        if not self.locked:   # the late locks first (op_arena), whatever the judge sent
+            return {"error": "load before this worker's arena (its late locks)", **self.watched()}
+        self.load_tried = True
         if self.device.type == "cuda":   # Triton's driver loads libcuda (ctypes) before the hook arms
             import triton
             try:
@@ -92,26 +117,29 @@ class Worker:
                 triton.runtime.driver.active.utils  # noqa: B018 - builds/loads its helper once
             except Exception as e:   # noqa: BLE001 - reported; the kernel's own launch will fail too
                 self.containment["triton_driver_warm"] = f"failed: {e}"
+        if payload.get("torch_side") is None:
+            identity.prepare()
         self.guards = contain.guard_targets(self.torch, globals())
-        self.audit.arm()
+        if not self.args.test_seam:   # the seam: the OS layers alone against arbitrary code
+            self.audit.arm()
         try:
             if payload.get("torch_side") is not None:   # the spec's reference in torch, no file
                 import validate
                 self.fn = validate.torch_side(self.torch, payload["torch_side"],
                                               getattr(self.torch, payload["out_dtype"]))
                 return {"ok": True, **self.watched()}
-            bad = _not_utf8(payload["path"])
-            if bad:   # Python would run another program than the UTF-8 text the contract read
-                return {"error": f"kernel file refused: {bad}", **self.watched()}
-            spec = importlib.util.spec_from_file_location("kernloop_kernel", payload["path"])
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules["kernloop_kernel"] = mod
-            spec.loader.exec_module(mod)
-            self.fn = getattr(mod, payload["entry"])
-            self.module = mod
+            # The judged bytes, never a path: compiled here under a filename of their own, and
+            # refused unless every Triton function in them is, as Triton's JIT and interpreter
+            # would compile it, the def that was judged (identity.py). No call before that.
+            self.module, self.fn, checked = identity.load(
+                payload["source"], payload.get("sha256"), payload["filename"], "kernloop_kernel",
+                payload["entry"])
+        except identity.IdentityError as e:
+            return {"error": f"kernel file refused: {str(e)[:1500]}", "identity_error": True,
+                    **self.watched()}
         except BaseException as e:   # noqa: BLE001 - SystemExit from kernel code included
             return {"error": f"{type(e).__name__}: {str(e)[:500]}", **self.watched()}
-        return {"ok": True, **self.watched()}
+        return {"ok": True, "identity": checked, **self.watched()}
 
     def _views(self, descs):
         return [self.channel.view(self.torch, self.base, d) for d in descs]
@@ -180,45 +208,103 @@ class Worker:
             pass
 
 
-def _not_utf8(path: str) -> str | None:
-    """Why the file is not plain UTF-8 Python (a coding declaration naming another codec, bytes
-    that are not UTF-8), or None. The import below decodes by the declaration (PEP 263), and so
-    do Triton's inspect.getsource and ncu's child: all of them must read the text checked."""
-    import codecs
-    import io
-    import tokenize
-    with open(path, "rb") as f:
-        raw = f.read()
+def lock_early(args, containment: dict) -> None:
+    """Before torch (one thread: all later threads and children inherit it): Landlock."""
+    layers = lockdown.parse_layers(args.layers)
+    if args.scratch:
+        os.chdir(args.scratch)
+    if not _landlock_late(args):
+        apply_landlock(args, layers, containment)
+
+
+def _landlock_late(args) -> bool:
+    """On the GPU, or with KERNLOOP_CONTAIN_FALLBACK=late: Landlock once the CUDA context and the
+    arena are up. Applied before torch, the domain makes CUDA's initialisation fail on the H200
+    (cudaGetDeviceCount: error 304, results/session5 call 2). Without Landlock ABI 8's TSYNC it
+    then binds this thread and what it starts later, not the threads CUDA started before."""
+    return not args.interpret or "late" in os.environ.get("KERNLOOP_CONTAIN_FALLBACK", "").split(",")
+
+
+def apply_landlock(args, layers: set, containment: dict) -> None:
+    t0 = time.monotonic()
+    if "landlock" in layers:
+        held = lockdown.landlock(args.scratch or os.getcwd(), "proc" in layers,
+                                 ("/dev/shm",) if "shm" in os.environ.get("KERNLOOP_CONTAIN_FALLBACK", "").split(",")
+                                 else (), jobs=os.path.dirname(args.scratch) if args.scratch else None)
+        containment["landlock"] = held
+        if "proc" in layers:
+            containment["proc"] = held
+        containment["landlock_applied"] = "late: after the arena, this thread" if _landlock_late(args) \
+            else "early: before torch, every thread"
+    for k in ("landlock", "proc"):
+        containment.setdefault(k, "off")
+    containment.setdefault("cost_s", {})["landlock"] = round(time.monotonic() - t0, 4)
+
+
+def lock_late(args, containment: dict) -> None:
+    """Once the arena is mapped: another user id, no capabilities, the system-call filter, no
+    bytecode from here on, and the Triton cache checked to be its own."""
+    layers = lockdown.parse_layers(args.layers)
+    if _landlock_late(args):
+        apply_landlock(args, layers, containment)
+    cost = containment.setdefault("cost_s", {})
+    t0 = time.monotonic()
+    containment["uid"] = lockdown.change_uid(args.uid) if "uid" in layers else "off"
+    containment["capabilities_dropped"] = contain.drop_capabilities()
+    t1 = time.monotonic()
+    containment["seccomp"] = lockdown.seccomp_filter() if "seccomp" in layers else "off"
+    cost.update(uid=round(t1 - t0, 4), seccomp=round(time.monotonic() - t1, 4))
+    containment["no_bytecode"] = lockdown.no_bytecode(args.scratch or os.getcwd()) \
+        if "no_bytecode" in layers else "off"
+    cache = os.path.realpath(os.environ.get("TRITON_CACHE_DIR") or "~")
+    containment["own_cache"] = ("off" if "own_cache" not in layers else True
+                                if args.scratch and cache.startswith(os.path.realpath(args.scratch) + os.sep)
+                                else f"failed: TRITON_CACHE_DIR is {cache}")
+    if args.test_seam:
+        containment["test_seam"] = "audit hook disarmed for the kernel file (tests only)"
+
+
+def _preimport(interpret: bool) -> None:
+    """Triton's modules a kernel import or its first launch would load: imported now, so that
+    with no bytecode from the lock on they are not compiled from source in every worker."""
+    import importlib
+    names = ["triton", "triton.language"] + (["triton.runtime.interpreter"] if interpret else
+                                             ["triton.compiler.compiler", "triton.runtime.build"])
+    for n in names:
+        try:
+            importlib.import_module(n)
+        except Exception:   # noqa: BLE001 - the kernel's own import reports a broken install
+            pass
+
+
+def _hold(conn, channel, containment: dict) -> None:
+    """A spare (--hold): say `held` once torch is imported, then wait for `go`. It waits beside
+    running candidates: nothing of the same user may trace it meanwhile."""
+    containment["undumpable_while_held"] = contain.make_judge_undumpable()
+    channel.send_reply(conn, {"held": True, "pid": os.getpid(),
+                              "import_s": round(time.monotonic() - T0, 3)})
     try:
-        enc, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-        raw.decode("utf-8")
-    except (SyntaxError, UnicodeDecodeError) as e:
-        return f"not UTF-8 text ({e})"
-    name = codecs.lookup(enc).name
-    return None if name in ("utf-8", "utf-8-sig") else f"coding declaration '{enc}' (kernel files are UTF-8)"
+        op, _ = conn.recv()
+    except (EOFError, OSError):
+        os._exit(0)
+    if op != "go":
+        os._exit(0)
 
 
 def main(argv=None) -> int:
     args = _args(argv)
     os.dup2(2, 1)   # whatever this process prints lands on the judge's stderr
     containment = contain.apply_early()
+    lock_early(args, containment)
     from multiprocessing.connection import Connection
     conn = Connection(args.fd)
     import torch
     import torch.multiprocessing  # noqa: F401 - rebuilds the judge's CUDA tensors (IPC handles)
     import channel
     import timing
+    _preimport(args.interpret)   # before no_bytecode: their bytecode is read from site-packages
     if args.hold:   # started ahead by a warm judge: the device is touched only after its `go`
-        # It waits beside running candidates: nothing of the same user may trace it meanwhile.
-        containment["undumpable_while_held"] = contain.make_judge_undumpable()
-        channel.send_reply(conn, {"held": True, "pid": os.getpid(),
-                                  "import_s": round(time.monotonic() - T0, 3)})
-        try:
-            op, _ = conn.recv()
-        except (EOFError, OSError):
-            os._exit(0)
-        if op != "go":
-            os._exit(0)
+        _hold(conn, channel, containment)
     if args.interpret:
         device = torch.device("cpu")
         name = "CPU, Triton interpreter"

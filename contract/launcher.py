@@ -251,6 +251,7 @@ class Launchers:
         if isinstance(f, ast.Subscript) and KERN in self.typeof(f.value, env):
             if not isinstance(parent, ast.Expr):
                 self.add(n, f"the value of a launch ('{_src(n)}') is not in the allow-list (a compiled-kernel handle)")
+            self.launch_args(n, env)
             return self.launch_keywords(n, env)   # a launch: tensors are its arguments
         if isinstance(f, ast.Name) and FUNC in self.typeof(f, env):
             return   # a launcher function: held to the same rules with what it is given
@@ -265,6 +266,16 @@ class Launchers:
         if tensor_args and path not in TENSOR_ARGS_OK and not (path == "len" and len(args) == 1):
             self.add(n, f"a tensor passed to '{path or _src(f)}' ('{_src(tensor_args[0])}'): only "
                         "kernels, descriptors, *_like allocation, len() and launcher functions take tensors")
+
+    def launch_args(self, n: ast.Call, env: dict) -> None:
+        """A launch passes tensors, descriptors and numbers: any other Python object (a kernel,
+        a function, a builtin, a module, a grid lambda, CONFIG itself) reaches Triton's code
+        generator as a constexpr, and a callable one runs there at compile time."""
+        for a in [*n.args, *(k.value for k in n.keywords if k.arg is not None)]:
+            kinds = self.typeof(a, env) & {KERN, FUNC, BUILTIN, MOD, GRID, CONF, META}
+            if kinds:
+                self.add(n, f"'{_src(a)}' ({', '.join(sorted(kinds))}) passed to a kernel launch: "
+                            "a kernel takes tensors, descriptors and numbers")
 
     def launch_keywords(self, n: ast.Call, env: dict) -> None:
         """A launch's keywords (and the keys of a **CONFIG it splats) are the kernel's parameters

@@ -1,5 +1,5 @@
 """The kernel contract: one allow-list (TABLE), the static check of a kernel file against it, and
-its wording for the README and the LLM prompt.
+its wording for docs/contract.md and the LLM prompt.
 
 `check(code, spec)` returns a list of reasons, each naming the construct and its line; an empty
 list means the file may run. Anything the table does not list is rejected. The checker (judge and
@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import ast
 import codecs
+import hashlib
 import io
 import tokenize
 
-from contract.walk import Walker, config_literal
+from contract import config as contract_config
+from contract import texts as contract_text
+from contract.walk import Walker
 
 # ======================================================================= the allow-list
 # key -> (where, what it is for, allowed names). The one place the contract lives: the checker
-# below reads these sets, `markdown()` renders them into the README, `prompt_text()` into the
+# below reads these sets, `markdown()` renders them into docs/contract.md, `prompt_text()` into the
 # prompt. Anything not listed (any other attribute, call, name, statement or syntax) is rejected.
 TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "imports": ("module", "the only import statements", (
@@ -134,13 +137,29 @@ LABELS = {"Lambda": "lambda", "ListComp": "list comprehension", "SetComp": "set 
 
 
 # ======================================================================= CONFIG and the check
-def read_config(code: str) -> dict | None:
-    """The module-level CONFIG literal of a kernel file, or None."""
+def read_config(code) -> dict | None:
+    """The module-level CONFIG literal of a kernel file when it keeps contract_config's rules
+    (identifier keys, bounded constant values), else None. Never raises."""
     try:
-        cfg = config_literal(ast.parse(code))
-    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        text = code.decode("utf-8-sig") if isinstance(code, bytes) else code
+        return contract_config.read(ast.parse(text))
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError, UnicodeError):
         return None
-    return cfg if isinstance(cfg, dict) else None
+
+
+def judged_bytes(code: str) -> tuple[bytes, str | None]:
+    """The bytes a proposal's text is judged, written and run as (UTF-8), and why they cannot be
+    judged (text that has no UTF-8 form: lone surrogates), or None."""
+    try:
+        return code.encode("utf-8"), None
+    except UnicodeEncodeError as e:
+        return code.encode("utf-8", "backslashreplace"), \
+            f"the file is not valid UTF-8 text ({e.reason} at character {e.start})"
+
+
+def digest(raw: bytes) -> str:
+    """The sha256 that names judged bytes in the log and on the judge's command line."""
+    return hashlib.sha256(raw).hexdigest()
 
 
 def source_encoding(code: str) -> str | None:
@@ -163,23 +182,40 @@ def source_encoding(code: str) -> str | None:
     return None
 
 
-def check(code: str, spec) -> list[str]:
-    """Reasons `code` breaks the contract for `spec` (entry name and inputs), in source order."""
+def check(code, spec) -> list[str]:
+    """Reasons `code` (the bytes that will run, or their text) breaks the contract for `spec`
+    (entry name and inputs), in source order. Never raises: a failure of the contract itself is
+    a reason too, so the file is rejected, never run."""
+    try:
+        return _check(code, spec)
+    except (RecursionError, MemoryError) as e:   # fails closed: never an exception in the loop
+        return [f"the file is nested too deeply to be judged ({type(e).__name__}): split long expressions"]
+    except Exception as e:   # noqa: BLE001 - the contract's own failure rejects the file
+        return [f"the contract could not judge this file ({type(e).__name__}: {str(e)[:200]}): rejected"]
+
+
+def _check(code, spec) -> list[str]:
+    if isinstance(code, (bytes, bytearray)):
+        try:
+            code = bytes(code).decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            return [f"the file is not valid UTF-8 text ({e.reason} at byte {e.start})"]
     bad = source_encoding(code)
     if bad:
         return [bad]
+    bad = contract_text.file_problems(code)
+    if bad:
+        return bad
     try:
         tree = ast.parse(code)
-        return Walker(tree, spec, TABLE, WHY, LABELS).run()
     except SyntaxError as e:
         return [f"syntax error at line {e.lineno}: {e.msg}"]
-    except (RecursionError, MemoryError) as e:   # fails closed: never an exception in the loop
-        return [f"the file is nested too deeply to be judged ({type(e).__name__}): split long expressions"]
+    return Walker(tree, spec, TABLE, WHY, LABELS, code).run()
 
 
 # ======================================================================= wording
 def markdown() -> str:
-    """The allow-list as a README table (tests/test_contract.py keeps the README equal to it)."""
+    """The allow-list as a Markdown table (tests/test_contract.py keeps docs/contract.md equal to it)."""
     rows = ["| where | what | allowed |", "|---|---|---|"]
     for where, what, names in TABLE.values():
         rows.append(f"| {where} | {what} | " + ", ".join(f"`{n}`" for n in names) + " |")
@@ -188,7 +224,7 @@ def markdown() -> str:
 
 def prompt_text(spec=None) -> str:
     """What the model is told about the contract: what it may change and the whole allow-list.
-    Numbered 3-5: the prompt puts its two answer-format rules (one file, the NOTE line) first."""
+    Numbered 3-6: the prompt puts its two answer-format rules (one file, the NOTE line) first."""
     entry = (f"`{spec.entry}({', '.join(spec.input_names)})`" if spec is not None
              else "the entry function")
     lines = [
@@ -207,4 +243,10 @@ def prompt_text(spec=None) -> str:
                  "state, no @triton.autotune (CONFIG is the config), no inline asm or printing "
                  "in kernels. A tensor in the launcher is only described, viewed, allocated "
                  "like, or passed to a kernel launch, a TensorDescriptor or a launcher function.")
+    lines.append("6. Names keep their meaning: nothing may rebind a Python builtin, tl, triton, "
+                 "torch, math or CONFIG (no local named sum or max, no function named dict), and "
+                 "no dunder names. CONFIG keys are identifiers, its values numbers, bools, short "
+                 "strings, None or short tuples of those. Kernel files use LF line breaks only; "
+                 "no string inside a @triton.jit function may hold a line starting with 'def'; "
+                 "decorator keywords take literal lists of parameter names or True/False.")
     return "\n".join(lines)

@@ -7,35 +7,30 @@ from __future__ import annotations
 
 import ast
 
+from contract import config as contract_config
+from contract import names as contract_names
+from contract import texts as contract_text
+from contract.launcher import TRITON_OPTIONS, Launchers
 from contract.nodes import JIT_NODES, dotted
 from contract.nodes import src as _src
-from contract.launcher import TRITON_OPTIONS, Launchers
-
-
-def config_literal(tree: ast.Module):
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CONFIG"
-                                                for t in node.targets):
-            v = node.value
-            if isinstance(v, ast.Call) and dotted(v.func) == "dict" and not v.args:
-                return {kw.arg: ast.literal_eval(kw.value) for kw in v.keywords}
-            return ast.literal_eval(v)
-    return None
 
 
 class Walker(Launchers):
     """One pass over a parsed kernel file; `run()` returns the reasons in source order."""
 
-    def __init__(self, tree: ast.Module, spec, table: dict, why: dict, labels: dict):
+    def __init__(self, tree: ast.Module, spec, table: dict, why: dict, labels: dict, text: str = ""):
         self.tree, self.spec, self.reasons, self.whys, self.labels = tree, spec, [], why, labels
+        self.text = text or ast.unparse(tree)
         self.n = {k: frozenset(v[2]) for k, v in table.items()}
-        self.imports, self.from_imports = {}, set()
+        self.imports, self.from_imports, self.import_forms = {}, set(), set()
         for stmt in (ast.parse(s).body[0] for s in table["imports"][2]):
             for a in stmt.names:
                 if isinstance(stmt, ast.Import):
                     self.imports[(a.name, a.asname)] = a.asname or a.name
+                    self.import_forms.add(("import", None, a.name, a.asname))
                 else:
                     self.from_imports.add((stmt.module, a.name))
+                    self.import_forms.add(("from", stmt.module, a.name, a.asname))
         self.module_names = set(self.imports.values()) | {n for _, n in self.from_imports} - {"annotations"}
         self.math_prefixes = tuple(p + "." for p in table["jit_math_modules"][2])
         self.consts, self.modules, self.jit, self.launchers = set(), set(), {}, {}
@@ -54,8 +49,18 @@ class Walker(Launchers):
     def run(self) -> list[str]:
         head = self.config()
         self.module()
+        for line, why in contract_names.problems(self.tree, self.module_names, self.import_forms,
+                                                 self.spec.entry, tuple(self.spec.input_names)):
+            self.reasons.append((line, f"line {line}: {why}"))
+        texts = [p for fn in self.jit.values() for p in contract_text.kernel_problems(fn)]
+        for line, why in texts:
+            self.reasons.append((line, f"line {line}: {why}"))
         for fn in self.jit.values():
             self.jit_fn(fn)
+        if not texts and self.jit and not any(d for fn in self.jit.values() for d in fn.decorator_list
+                                              if self.decorator_name(d) != "triton.jit"):
+            for line, why in contract_text.identity_problems(self.text, self.tree, self.jit):
+                self.reasons.append((line, f"line {line}: {why}"))
         self.infer_launchers()
         for name, fn in self.launchers.items():
             self.launcher(fn, self.env(name, fn))
@@ -78,17 +83,13 @@ class Walker(Launchers):
     # ------------------------------------------------------------------ module level
     def config(self) -> list[str]:
         try:
-            cfg = config_literal(self.tree)
-        except (ValueError, TypeError, SyntaxError):
-            return ["CONFIG must be a literal dict of constants (CONFIG = dict(BLOCK_M=64, ...))"]
-        if cfg is None:
+            pairs = contract_config.config_literal(self.tree)
+        except contract_config.ConfigError as e:
+            return [str(e)]
+        if pairs is None:
             return ["no module-level CONFIG literal (CONFIG = dict(...)) holding the tunables"]
-        if not isinstance(cfg, dict):
-            return ["CONFIG must be a dict literal"]
-        self.config_keys = set(cfg)
-        mutable = [k for k, v in cfg.items() if not isinstance(v, (int, float, str, bool, tuple, type(None)))]
-        return [f"CONFIG values must be immutable constants, not {', '.join(map(str, mutable))} "
-                "(a list or dict in CONFIG is state kept across calls)"] if mutable else []
+        self.config_keys = {k for k, _ in pairs if isinstance(k, str)}
+        return contract_config.problems(pairs)
 
     def const(self, v) -> bool:
         if isinstance(v, ast.Constant):
@@ -150,26 +151,31 @@ class Walker(Launchers):
             else:
                 self.add(node, f"{self.label(node) if not isinstance(node, ast.Expr) else 'expression statement'} "
                                "at module level is not in the allow-list")
-            for n in bound:
+            for n in bound:   # shadowing a builtin or module: contract_names
                 if n in seen:
                     self.add(node, f"'{n}' is defined twice (first at line {seen[n]})")
-                elif n in self.module_names or n in self.n["builtins"]:
-                    self.add(node, f"'{n}' shadows an allowed module or builtin")
                 seen.setdefault(n, node.lineno)
+
+    @staticmethod
+    def decorator_name(d) -> str:
+        target = d.func if isinstance(d, ast.Call) else d
+        return dotted(target) or _src(target)
 
     def decorated(self, fn: ast.FunctionDef) -> bool:
         """True for a @triton.jit function (anything decorated is judged as one, and rejected
         unless the decorator is triton.jit)."""
         allowed_kw = self.n["jit_decorator"] - {"triton.jit"}
         for d in fn.decorator_list:
-            target = d.func if isinstance(d, ast.Call) else d
-            name = dotted(target) or _src(target)
+            name = self.decorator_name(d)
             if name != "triton.jit":
                 self.add(d, f"decorator '@{name}' is not in the allow-list{self.why(name.rpartition('.')[2])}; "
                             "only @triton.jit")
             elif isinstance(d, ast.Call) and (d.args or any(k.arg not in allowed_kw or not (self.const(k.value) or (
                     isinstance(k.value, ast.List) and all(map(self.const, k.value.elts)))) for k in d.keywords)):
                 self.add(d, f"'@{_src(d)}': only {', '.join(sorted(allowed_kw))} with literal values")
+        if len(fn.decorator_list) > 1:
+            self.add(fn.decorator_list[1], f"'{fn.name}' has {len(fn.decorator_list)} decorators: "
+                                           "a kernel has exactly one, @triton.jit")
         return bool(fn.decorator_list)
 
     def signature(self, fn: ast.FunctionDef, jit: bool) -> set[int]:
@@ -203,8 +209,6 @@ class Walker(Launchers):
                              f"(Triton reads every launch keyword as one){self.why(a.arg)}")
         local = {a.arg for a in fn.args.args} | {n.id for s in fn.body for n in ast.walk(s)
                                                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        for n in sorted(local & (self.module_names | set(self.jit) | self.consts)):
-            self.add(fn, f"'{fn.name}': local '{n}' shadows a module-level name")
         names = local | self.consts | set(self.jit) | self.n["jit_builtins"] | {"tl"} \
             | ({p.split(".")[0] for p in self.math_prefixes} & self.modules)
         parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
@@ -217,6 +221,10 @@ class Walker(Launchers):
                 skip |= {id(d) for d in ast.walk(n)}   # one reason for the construct, not its parts
             elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in names:
                 self.add(n, f"name '{n.id}' is not in the allow-list {where}{self.why(n.id)}")
+            elif isinstance(n, ast.Name) and n.id in self.n["jit_builtins"] - local \
+                    and not (isinstance(parents.get(id(n)), ast.Call) and parents[id(n)].func is n):
+                self.add(n, f"builtin '{n.id}' used as a value {where}: builtins are only called "
+                            "(a Python callable handed to Triton runs in its compiler)")
             elif isinstance(n, ast.Attribute):
                 self.jit_attribute(n, parents)
             elif isinstance(n, ast.Subscript) and not isinstance(n.ctx, ast.Load):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from errors import KernLoopError
 from backends.local import Backend, BackendError, LocalBackend, SyntheticBackend, cuda_visible
+from backends.nebius_cli import CliMissing
 from nebius_jobs import NebiusBackend
 from propose import torchstart
 from propose.tuner import Tuner
@@ -31,8 +32,16 @@ def make_backend(name: str, seed: int = 0) -> tuple[Backend, str]:
     if name == "synthetic":
         return SyntheticBackend(seed=seed), reason
     if name == "nebius":
-        return NebiusBackend.from_env(), reason
-    raise BackendError(f"unknown backend {name!r} (auto, local, synthetic, nebius)")
+        backend = NebiusBackend.from_env()
+        try:
+            backend.preflight()   # found before a run folder exists, reported once (exit 2)
+        except CliMissing as e:
+            raise BackendError(f"--backend nebius: {e}") from None
+        return backend, reason
+    if name == "ray":   # Ray is an optional install: imported only when asked for
+        from backends.ray import connect
+        return connect(seed=seed)   # its line says which cluster (or that it started one)
+    raise BackendError(f"unknown backend {name!r} (auto, local, synthetic, nebius, ray)")
 
 
 def make_proposer(kind: str, spec, seed: int):
@@ -52,6 +61,6 @@ def make_proposer(kind: str, spec, seed: int):
         return llm, f"LLM proposer: {llm.describe().get('model')} at {llm.describe().get('endpoint_host')}"
     if spec.torch_baseline:   # nothing for the tuner to tune: stop before any run folder exists
         raise ProposerError(torchstart.TUNER_REFUSAL)
-    why = "no LLM endpoint configured (KERNLOOP_LLM_API_KEY / KERNLOOP_LLM_BASE_URL unset): " \
-          if kind == "auto" else ""
-    return Tuner(spec.search_space, seed=seed), why + "using the built-in tuner (rewrites CONFIG only)"
+    why = ": no LLM endpoint (KERNLOOP_LLM_API_KEY, KERNLOOP_LLM_BASE_URL unset)" if kind == "auto" \
+        else " (rewrites CONFIG only)"
+    return Tuner(spec.search_space, seed=seed), "built-in tuner" + why

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loop.iteration import evaluate_judged
 from standing import briefing
 from standing.diagnosis import of_result
 
@@ -16,10 +17,13 @@ def final_job(st, spec, backend, run_dir: Path, log, stopped: str) -> dict | Non
             or stopped in ("interrupted", "baseline_failed"):
         return None
     path = run_dir / st.champion_file
-    res = backend.evaluate(spec, path, path, run_dir / "jobs" / "final",
-                           configs={"candidate": st.champion_config, "champion": st.champion_config},
-                           peers=True)
-    log.append("final", candidate_id=st.champion_id, candidate_file=st.champion_file, result=res,
+    sha = getattr(st, "champion_sha256", None)
+    res = evaluate_judged(backend, spec, path, path, run_dir / "jobs" / "final",
+                          {"candidate": sha, "champion": sha},
+                          configs={"candidate": st.champion_config, "champion": st.champion_config},
+                          peers=True)
+    log.append("final", candidate_id=st.champion_id, candidate_file=st.champion_file,
+               candidate_sha256=sha, result=res,
                diagnosis=of_result(res, "candidate", st.cost) if res.get("ok") else None)
     return res
 
@@ -31,4 +35,5 @@ def final_summary(st, fres: dict | None, speedup: float | None, synthetic: bool)
     block = (fres or {}).get("peers") if fres else (st.peers_block if st.champion_id == "baseline" else None)
     kernel = ((block or {}).get("kernels") or {}).get("candidate") or {}
     champ_ms = kernel.get("median_ms") or st.champion_profile.get("mean_ms")
-    return briefing.final_line(champ_ms, speedup, (block or {}).get("peers") if kernel else None, synthetic)
+    return briefing.final_line(champ_ms, speedup, (block or {}).get("peers") if kernel else None, synthetic,
+                               (block or {}).get("skipped") if kernel else None)

@@ -22,7 +22,7 @@ def save_proposal(run_dir: Path, cid: str, prop: Proposal) -> dict:
     for kind, text in (("prompt", prop.prompt), ("response", prop.response)):
         if text is not None:
             rel = f"candidates/{cid}.{kind}.txt"
-            (run_dir / rel).write_text(text, encoding="utf-8")
+            (run_dir / rel).write_text(text, encoding="utf-8", errors="backslashreplace")
             files[f"{kind}_file"] = rel
     return files
 
@@ -58,17 +58,30 @@ def candidate_event(n: int, ctx: ProposalContext, prop: Proposal, spec: Spec, ru
                           {"verdict": "invalid", "promoted": False,
                            "reason": f"no candidate: {prop.error}", "rule": None})
         return ev, False
+    # The bytes are made once: the contract judges them, they are the file, their hash names
+    # them in the log and to the judge, which refuses any other bytes.
+    raw, unencodable = contract.judged_bytes(prop.code)
     rel = f"candidates/{cid}.py"
-    (run_dir / rel).write_text(prop.code, encoding="utf-8")
+    (run_dir / rel).write_bytes(raw)
     ev["candidate_file"] = rel
-    ev["candidate_config"] = contract.read_config(prop.code)
-    reasons = contract.check(prop.code, spec)
-    ev["contract"] = {"ok": not reasons, "reasons": reasons}
+    ev["candidate_sha256"] = contract.digest(raw)
+    ev["candidate_config"] = contract.read_config(raw)
+    reasons = [unencodable] if unencodable else contract.check(raw, spec)
+    ev["contract"] = {"ok": not reasons, "reasons": reasons, "sha256": ev["candidate_sha256"]}
     if reasons:
         ev["decision"] = {"verdict": "invalid", "promoted": False,
                           "reason": "contract: " + "; ".join(reasons[:5]), "rule": None}
         return ev, False
     return ev, True
+
+
+def evaluate_judged(backend: Backend, spec, candidate, champion, workdir, judged: dict, **kw) -> dict:
+    """backend.evaluate of judged files: the hashes the contract judged go to the judge where the
+    backend can hand them on (it refuses other bytes), and the result is held to them in every
+    case (decision.same_bytes: the judge reports the hash of what it read and ran)."""
+    if getattr(backend, "takes_digests", False):
+        kw["digests"] = judged
+    return decision.same_bytes(backend.evaluate(spec, candidate, champion, workdir, **kw), judged)
 
 
 def run_iteration(n: int, st, spec: Spec, proposer, backend: Backend, run_dir: Path,
@@ -80,10 +93,12 @@ def run_iteration(n: int, st, spec: Spec, proposer, backend: Backend, run_dir: P
     ev, ready = candidate_event(n, ctx, prop, spec, run_dir, t0)
     if not ready:
         return ev, prop.fatal
-    result = backend.evaluate(spec, run_dir / ev["candidate_file"],
-                              None if st.champion_is_torch else run_dir / st.champion_file,
-                              run_dir / "jobs" / ev["candidate_id"],
-                              configs={"candidate": ev["candidate_config"], "champion": st.champion_config})
+    result = evaluate_judged(backend, spec, run_dir / ev["candidate_file"],
+                             None if st.champion_is_torch else run_dir / st.champion_file,
+                             run_dir / "jobs" / ev["candidate_id"],
+                             {"candidate": ev["candidate_sha256"],
+                              "champion": None if st.champion_is_torch else getattr(st, "champion_sha256", None)},
+                             configs={"candidate": ev["candidate_config"], "champion": st.champion_config})
     ev["result"] = result
     ev["decision"] = decision.decide(result, min_gain=min_gain, sigma=sigma)
     return ev, False

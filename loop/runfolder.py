@@ -51,3 +51,30 @@ def check_baseline(spec) -> None:
     if reasons:
         raise RunFolderError(f"baseline {spec.baseline} breaks the kernel contract: "
                         + "; ".join(reasons[:3]))
+
+
+def judge_baseline(run_dir: Path, spec) -> str | None:
+    """The sha256 of the run folder's baseline.py as the contract judged it (None for a torch
+    baseline, which has no kernel file): those are the bytes the baseline job may time."""
+    if spec.torch_baseline:
+        return None
+    raw = (run_dir / "baseline.py").read_bytes()
+    reasons = contract.check(raw, spec)
+    if reasons:
+        raise RunFolderError(f"{run_dir / 'baseline.py'} breaks the kernel contract: "
+                             + "; ".join(reasons[:3]))
+    return contract.digest(raw)
+
+
+def write_judged_copy(src: Path, dst: Path, sha256: str | None) -> str:
+    """Copy a kernel file only if its bytes are the ones judged (sha256; None: not recorded, as
+    in a log from before hashes were kept); returns the hash of what was written."""
+    raw = Path(src).read_bytes()
+    got = contract.digest(raw)
+    if sha256 and got != sha256:
+        raise RunFolderError(f"{src} is not the file that was judged (sha256 {got[:16]}, "
+                             f"judged {sha256[:16]}): {dst.name} not written")
+    tmp = Path(dst).with_name(Path(dst).name + ".tmp")
+    tmp.write_bytes(raw)
+    tmp.replace(dst)
+    return got

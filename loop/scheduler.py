@@ -3,7 +3,7 @@
 thread pool of evaluation jobs (one thread per worker) and one daemon thread per proposal (a hung
 LLM request never holds the process at exit), from the orchestrator's one process.
 
-The rules (README, "Many candidates in flight"):
+The rules (docs/backends.md, "Many candidates in flight"):
   * at most K candidates are in flight: proposed, queued, timed, or waiting for a re-time;
   * a job times one candidate, or a batch of up to B, against the champion current when the job
     starts; the candidate and its champion are always timed in the same job, on the same worker
@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import decision
 from backends.local import failed_result
+from loop.iteration import evaluate_judged
 from propose.proposer import Proposal
 
 INTERRUPT_GRACE_S = 60.0   # on Ctrl-C: how long jobs in flight get to stop (Nebius: cancel)
@@ -59,6 +60,7 @@ class Job:
     slot: str
     started_s: float
     retime: bool = False
+    champion_sha256: str | None = None   # the bytes the contract judged for that champion
 
 
 class Flight:
@@ -154,6 +156,7 @@ class Hooks:
     champion: Callable[[], tuple[str, str | None]]     # (champion id, file in run_dir or None: torch)
     say: Callable[[str], None]
     idle: Callable[[], Any] = lambda: None              # between waits: log second looks that landed
+    champion_sha256: Callable[[], str | None] = lambda: None   # the champion's judged bytes
 
 
 def _propose(proposer, ctx) -> Proposal:
@@ -182,15 +185,24 @@ def _evaluate(backend, spec, job: Job, run_dir: Path) -> list[dict]:
     """Run one job; a crash of the worker becomes a failed result for each of its candidates."""
     champ = run_dir / job.champion_file if job.champion_file else None
     workdir = run_dir / "jobs" / job.id
+    judged = [{"candidate": c.ev.get("candidate_sha256"), "champion": job.champion_sha256}
+              for c in job.cands]
     try:
         if len(job.cands) == 1:
-            return [backend.evaluate(spec, job.cands[0].path, champ, workdir, slot=job.slot)]
-        return backend.evaluate_batch(spec, [(c.cid, c.path) for c in job.cands], champ,
-                                      workdir, slot=job.slot)
+            return [evaluate_judged(backend, spec, job.cands[0].path, champ, workdir, judged[0],
+                                    slot=job.slot)]
+        results = backend.evaluate_batch(spec, [(c.cid, c.path) for c in job.cands], champ,
+                                         workdir, slot=job.slot)
+        return [decision.same_bytes(r, j) for r, j in zip(results, judged)] + results[len(judged):]
     except Exception as e:   # noqa: BLE001 - one job's crash must not take the loop down
         return [failed_result(backend.name, backend.synthetic, "backend",
                               f"evaluation worker crashed in job {job.id}: {type(e).__name__}: {e}",
                               job=job.id) for _ in job.cands]
+
+
+def _node(res: dict) -> str | None:
+    """The node a job ran on, where the backend says (--backend ray)."""
+    return ((res or {}).get("backend_meta") or {}).get("node")
 
 
 def _timing(res: dict, side: str):
@@ -233,6 +245,8 @@ class Driver:
                 while True:
                     cid, cfile = h.champion()
                     job = fl.next_job(h.decided(), self.budget, cid, cfile, self.now())
+                    if job is not None:
+                        job.champion_sha256 = h.champion_sha256() if cfile else None
                     if job is None:
                         break
                     futures[evals.submit(_evaluate, self.backend, self.spec, job,
@@ -290,7 +304,8 @@ class Driver:
             c.against = c.against or job.champion_id
             c.evaluations.append({
                 "job": job.id, "against": job.champion_id, "batch_size": len(job.cands),
-                "worker": job.slot, "started_s": job.started_s, "finished_s": self.now(),
+                "worker": job.slot, "node": _node(res), "started_s": job.started_s,
+                "finished_s": self.now(),
                 "why": c.why_retime if job.retime else None, "verdict": d["verdict"],
                 "reason": d["reason"], "cand_mean_ms": _timing(res, "candidate"),
                 "champ_mean_ms": _timing(res, "champion")})
@@ -388,7 +403,7 @@ def run_many(st, proposer, inline: bool, backend, spec, run_dir: Path, parallel:
     is decision.stop_rule applied to the state: (stopped, reason) or None."""
     missing, next_n = missing_numbers(st.seen)   # --resume re-runs what was in flight
     slots = workers(backend, parallel)
-    say(f"{'SYNTHETIC ' if backend.synthetic else ''}kernloop: {parallel} in flight, batches of "
+    say(f"kernloop: {parallel} in flight, batches of "   # say() tags a synthetic run's lines
         f"{batch}, {len(slots)} evaluation worker(s): {', '.join(slots)}"
         + (f"; re-running {len(missing)} iteration(s) that were in flight" if missing else ""))
     hooks = Hooks(context=context, prepare=prepare, record=record,
@@ -396,6 +411,7 @@ def run_many(st, proposer, inline: bool, backend, spec, run_dir: Path, parallel:
                   decided=lambda: len(st.seen),
                   champion=lambda: (st.champion_id, None if getattr(st, "champion_is_torch", False)
                                     else st.champion_file), say=say,
+                  champion_sha256=lambda: getattr(st, "champion_sha256", None),
                   idle=idle or (lambda: None))
     Driver(Flight(parallel, batch, slots, missing, next_n), hooks, proposer, inline, backend,
            spec, run_dir, budget, min_gain, sigma).run()

@@ -25,6 +25,7 @@ class State:
     champion_id: str = "baseline"
     champion_file: str = "baseline.py"
     champion_config: dict | None = None     # parsed once, when the file was logged
+    champion_sha256: str | None = None      # its bytes as the contract judged them
     champion_profile: dict = field(default_factory=dict)
     baseline_mean: float | None = None
     rejections: list[dict] = field(default_factory=list)
@@ -50,7 +51,8 @@ class State:
         """run_end's fields that the state knows: trajectory.end_run(log, stopped, reason,
         **state.end_fields(), duration_s=...) writes the event (an interrupt handler too)."""
         return {"iterations_done": self.done, "champion_id": self.champion_id,
-                "champion_file": self.champion_file, "baseline_mean_ms": self.baseline_mean,
+                "champion_file": self.champion_file, "champion_sha256": self.champion_sha256,
+                "baseline_mean_ms": self.baseline_mean,
                 "champion_mean_ms": self.champion_profile.get("mean_ms")}
 
     def stand(self, result: dict) -> None:
@@ -71,6 +73,7 @@ class State:
             if kind == "baseline":
                 self.baseline_done = True
                 self.champion_config = ev.get("candidate_config")
+                self.champion_sha256 = ev.get("candidate_sha256")
                 self.champion_profile = self.profile_from(ev.get("result") or {})
                 self.baseline_mean = self.champion_profile.get("mean_ms")
                 self.stand(ev.get("result") or {})
@@ -124,6 +127,7 @@ class State:
                                                  "file": ev["candidate_file"]}
             self.champion_id, self.champion_file = ev["candidate_id"], ev["candidate_file"]
             self.champion_config = ev.get("candidate_config")
+            self.champion_sha256 = ev.get("candidate_sha256")
             self.champion_profile = self.profile_from(ev.get("result") or {})
             self.stand(ev.get("result") or {})
             self.streak = self.since_promotion = 0

@@ -8,6 +8,7 @@ from pathlib import Path
 import contract
 from backends.resultline import Result
 from errors import ArgParser, KernLoopError
+from loop import terminal
 from spec import load_spec
 
 
@@ -23,6 +24,8 @@ def parse_args(argv):
     p.add_argument("kernel", help="the kernel file (the spec's entry function, a CONFIG literal)")
     p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius"],
                    help="auto = local if a CUDA GPU is visible, else synthetic")
+    p.add_argument("--json", metavar="FILE", help="also write the verdict as one JSON object to FILE "
+                                                  "(- prints it as the last line of stdout)")
     return p.parse_args(argv)
 
 
@@ -49,7 +52,8 @@ def table(spec, res: dict, line: dict) -> list[str]:
     interp = res.get("mode") == "interpret" or line["synthetic"]
     shapes = spec.check_shapes if interp else spec.shapes
     rel = dict(line["rel_l2"])
-    out = [f"{tag}check {line['kernel']} against {line['spec']} on {line['device'] or line['backend']}",
+    out = [f"{tag}check {line['kernel']} against {line['spec']}",
+           f"  on {line['device'] or line['backend']}",
            f"  {'shape':<24} {'rel-L2':>10} {'tolerance':>10}  verdict"]
     failed = res.get("stage") in ("correctness", "load") and not line["correct"]
     labels = [spec.shape_label(s) for s in shapes] + [k for k in rel if k not in
@@ -64,10 +68,10 @@ def table(spec, res: dict, line: dict) -> list[str]:
                    f"{spec.tolerance:>10g}  {verdict}")
     if line["candidate_ms"] or line["baseline_ms"]:
         kind = "modeled, not measured" if line["synthetic"] else "measured"
-        sp = f", {line['speedup']:.2f}x" if line["speedup"] else ""
-        out.append(f"  {tag}timing on {spec.shape_label(spec.shapes[0])} ({kind}): kernel "
-                   f"{_fmt_ms(line['candidate_ms'])}, baseline ({line['baseline']}) "
-                   f"{_fmt_ms(line['baseline_ms'])}{sp}")
+        sp = f" ({line['speedup']:.2f}x)" if line["speedup"] else ""
+        out.append(f"  {tag}timing on {spec.shape_label(spec.shapes[0])}, {kind}:")
+        out.append(f"    kernel {_fmt_ms(line['candidate_ms'])}{sp}, baseline {_fmt_ms(line['baseline_ms'])} "
+                   f"({line['baseline']})")
         if line["timing_model"]:
             out.append(f"  {tag}timing model: {line['timing_model']}")
     for label, st in (line["peers"] or {}).items():
@@ -85,18 +89,18 @@ def run_check(spec_path: str, kernel: str, backend_name: str) -> tuple[dict, lis
     k = Path(kernel)
     if not k.is_file():
         raise CheckError(f"kernel file {k} not found")
-    reasons = contract.check(k.read_text(encoding="utf-8"), spec)
-    if reasons:   # the contract is part of the verdict: the checker would not run it either
-        res = {"ok": False, "correct": False, "stage": "contract", "backend": backend_name,
-               "error": f"{len(reasons)} contract violation(s)", "synthetic": False}
-        line = summary(spec, k, res, reasons)
-        return line, table(spec, res, line)
     from backends.local import BackendError
     from loop.factories import make_backend
-    try:
+    try:   # a setup this machine cannot run is bad input (exit 2), found before anything runs
         backend, why = make_backend(backend_name)
-    except (BackendError, ValueError) as e:   # no GPU for local, a bad Nebius setting
+    except (BackendError, ValueError) as e:   # no GPU for local, no nebius CLI, a bad setting
         raise CheckError(str(e)) from None
+    reasons = contract.check(k.read_text(encoding="utf-8"), spec)
+    if reasons:   # the contract is part of the verdict: the checker would not run it either
+        res = {"ok": False, "correct": False, "stage": "contract", "backend": backend.name,
+               "error": f"{len(reasons)} contract violation(s)", "synthetic": backend.synthetic}
+        line = summary(spec, k, res, reasons)
+        return line, table(spec, res, line)
     with tempfile.TemporaryDirectory(prefix="kernloop-check-") as work:
         res = backend.evaluate(spec, k, spec.baseline, Path(work))
     line = summary(spec, k, res, [])
@@ -107,6 +111,14 @@ def main(argv) -> int:
     """`check`; a CheckError or SpecError reaches the CLI (one error line, exit 2)."""
     args = parse_args(argv)
     line, rows = run_check(args.spec, args.kernel, args.backend)
-    print("\n".join(rows))
-    print(json.dumps(line, sort_keys=True))
+    if args.json and args.json != "-":
+        try:
+            Path(args.json).write_text(json.dumps(line, sort_keys=True) + "\n", encoding="utf-8")
+        except OSError as e:
+            raise CheckError(f"--json {args.json}: cannot write it: {e.strerror or e}") from None
+    say = terminal.printer()   # rows within 120 columns, broken at spaces
+    for row in rows:
+        say(row)
+    if args.json == "-":   # for scripts: one JSON object, the last line
+        print(json.dumps(line, sort_keys=True))
     return 0 if line["correct"] else 1

@@ -23,20 +23,94 @@ class Sym(str):
         return s
 
 
-def _constants(tree: ast.Module) -> list[tuple[str, ast.Constant]]:
-    """Module-level ints: `name = 4096`, and the ints inside `name = (4096, 8)` as name_0, name_1."""
-    out = []
+_INT_OPS = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__,
+            ast.Mod: int.__mod__, ast.Pow: int.__pow__, ast.LShift: int.__lshift__, ast.RShift: int.__rshift__}
+
+
+def _fold(node, known: dict):
+    """The int a module-level expression of int literals and earlier constants is (`2048 * 2`,
+    `256 * 8`, `N // 4`), else None."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.Name):
+        return known.get(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _fold(node.operand, known)
+        return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
+    if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
+        a, b = _fold(node.left, known), _fold(node.right, known)
+        if a is None or b is None or (isinstance(node.op, ast.Pow) and not 0 <= b <= 64) \
+                or (isinstance(node.op, (ast.LShift, ast.RShift)) and not 0 <= b <= 64) \
+                or (isinstance(node.op, (ast.FloorDiv, ast.Mod)) and b == 0):
+            return None
+        v = _INT_OPS[type(node.op)](a, b)
+        return v if abs(v) < 2**62 else None
+    return None
+
+
+def _constants(tree: ast.Module) -> list[tuple[str, int, object]]:
+    """Module-level ints, as literals or expressions of them (`N = 2048 * 2`), and the ints inside
+    `name = (4096, 8)` as name_0, name_1: [(name, value, setter)], where setter(v) replaces that
+    node by the literal v in `tree`."""
+    out, known = [], {}
+
+    def setter(parent, attr, index=None):
+        def put(v):
+            lit = ast.copy_location(ast.Constant(v), getattr(parent, attr) if index is None
+                                    else getattr(parent, attr)[index])
+            if index is None:
+                setattr(parent, attr, lit)
+            else:
+                getattr(parent, attr)[index] = lit
+        return put
+
     for node in tree.body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)):
             continue
         name, v = node.targets[0].id, node.value
-        if isinstance(v, ast.Constant) and type(v.value) is int:
-            out.append((name, v))
+        value = _fold(v, known)
+        if value is not None:
+            known[name] = value
+            out.append((name, value, setter(node, "value")))
         elif isinstance(v, (ast.Tuple, ast.List)):
-            out += [(f"{name}_{i}", e) for i, e in enumerate(v.elts)
-                    if isinstance(e, ast.Constant) and type(e.value) is int]
+            for i, e in enumerate(v.elts):
+                ev = _fold(e, known)
+                if ev is not None:
+                    out.append((f"{name}_{i}", ev, setter(v, "elts", i)))
     return out
+
+
+def _probe_tree(tree: ast.Module, ks: list[int], probe: int) -> ast.Module:
+    """`tree` with every size constant frozen to its literal value, the ks-th ones set to `probe`:
+    a constant derived from another (`K = N * 2`) stays put while that one is probed."""
+    t = copy.deepcopy(tree)
+    consts = _constants(t)
+    for _, value, put in consts:
+        put(value)
+    for k in ks:
+        consts[k][2](probe)
+    return t
+
+
+def _probe_all(source: str, tree: ast.Module, path: Path) -> dict:
+    """{constant: (probe value, the recording with it changed)}: each size constant changed alone;
+    where that breaks the problem, together with the constants of the same value (a problem that
+    only broadcasts while two of them are equal: they are one size, named by the first)."""
+    consts, probed, done = _constants(tree), {}, set()
+    for k, (cname, value, _) in enumerate(consts):
+        if cname in done:
+            continue
+        probe = PROBE0 + 2 * k
+        group = [j for j, (n, v, _) in enumerate(consts) if v == value and n not in done]
+        for ks in ([k], group) if len(group) > 1 else ([k],):
+            try:
+                probed[cname] = (probe, _run(source, _probe_tree(tree, ks, probe), path))
+            except OnrampError:
+                continue   # a constant the problem cannot run without (e.g. a dim index): fixed
+            done |= {consts[j][0] for j in ks}
+            break
+    return probed
 
 
 def _record(torch, ns: dict) -> dict:
@@ -64,8 +138,10 @@ def _record(torch, ns: dict) -> dict:
         with torch.device("meta"):
             model = ns["Model"](*init)
         out = model(*inputs)
-    if not all(isinstance(x, torch.Tensor) for x in inputs):
-        raise OnrampError("get_inputs() must return tensors only (KernLoop inputs are tensors)")
+    other = next((x for x in inputs if not isinstance(x, torch.Tensor)), None)
+    if other is not None:
+        raise OnrampError(f"get_inputs() returns a {type(other).__name__} ({str(other)[:40]}): KernLoop "
+                          "inputs are tensors only (make it a constant of Model instead)")
     rec = {"init": init, "inputs": [], "params": [(n, list(p.shape)) for n, p in model.named_parameters()],
            "out": list(out.shape) if isinstance(out, torch.Tensor) else None}
     for x in inputs:
@@ -89,8 +165,8 @@ def _run(source: str, tree: ast.Module, path: Path) -> dict:
         raise OnrampError(f"{path}: running the problem file failed: {type(e).__name__}: {e}") from None
     try:
         return _record(torch, ns)
-    except OnrampError:
-        raise
+    except OnrampError as e:
+        raise OnrampError(f"{path}: {e}") from None
     except Exception as e:   # noqa: BLE001
         raise OnrampError(f"{path}: Model, get_inputs() or get_init_inputs() failed on meta tensors: "
                           f"{type(e).__name__}: {str(e)[:300]}") from None
@@ -151,17 +227,7 @@ def draft(name: str, path: Path, dtype: str | None, dist: str | None) -> Draft:
         raise OnrampError(f"{path}: forward takes {len(names)} inputs, get_inputs() returns {len(base['inputs'])}")
     if base["out"] is None:
         raise OnrampError(f"{path}: forward must return one tensor")
-
-    # Which module constant each size is: re-run with one constant changed at a time.
-    probed = {}   # constant -> the recording with it changed
-    for k, (cname, node) in enumerate(_constants(tree)):
-        t = copy.deepcopy(tree)
-        target = next(c for n, c in _constants(t) if n == cname)
-        target.value = PROBE0 + 2 * k
-        try:
-            probed[cname] = (PROBE0 + 2 * k, _run(source, t, path))
-        except OnrampError:
-            continue   # a constant the problem cannot run without (e.g. a dim index): it stays fixed
+    probed = _probe_all(source, tree, path)   # which module constant each size is
     def named(key, what):
         return _name_sizes(base[key], {c: (p, r[key]) for c, (p, r) in probed.items()}, what)
     in_shapes = _name_sizes([i["shape"] for i in base["inputs"]],
@@ -172,11 +238,7 @@ def draft(name: str, path: Path, dtype: str | None, dist: str | None) -> Draft:
                          "a randint bound")
     params = named("params", "a parameter size")
     init = named("init", "an init argument")
-    symbols = {}   # sizes of get_inputs() tensors; a size only parameters have (kernel_size) stays fixed
-    for shp in in_shapes:
-        for s in shp:
-            if isinstance(s, Sym) and str(s) not in symbols:
-                symbols[str(s)] = s.value
+    symbols = _symbols(in_shapes, path)
     floats = [i["dtype"] for i in base["inputs"] if not i["dtype"].startswith("int")]
     dtype = dtype or (floats[0] if floats else "float32")
     if dtype not in ("float32", "float16", "bfloat16"):
@@ -222,6 +284,21 @@ def draft(name: str, path: Path, dtype: str | None, dist: str | None) -> Draft:
     _fit_memory(d, path)
     d.compare = {"Model.forward (eager)": f"reference({', '.join(i['name'] for i in inputs)})"}
     return d
+
+
+def _symbols(in_shapes, path: Path) -> dict:
+    """{symbol: size} of the get_inputs() tensors' sizes that are module constants (a size only
+    parameters have, a kernel_size, stays fixed); none at all is an error."""
+    symbols = {}
+    for shp in in_shapes:
+        for s in shp:
+            if isinstance(s, Sym) and str(s) not in symbols:
+                symbols[str(s)] = s.value
+    if not symbols:
+        raise OnrampError(f"{path}: no input size is a module-level integer constant, so KernLoop cannot "
+                          "vary the shape (smaller ones for the interpreter, odd ones on the GPU): name the "
+                          "sizes get_inputs() uses as constants (e.g. N = 4096) and use those")
+    return symbols
 
 
 def _flat(v):
@@ -271,10 +348,14 @@ def _fit_memory(d: Draft, path: Path) -> None:
     orig = dict(d.symbols)
     if 2 * nbytes(orig) <= MEMORY_BUDGET:   # inputs + an output about as large
         return
-    while 2 * nbytes(d.symbols) > MEMORY_BUDGET:
+    while 2 * nbytes(d.symbols) > MEMORY_BUDGET and max(d.symbols.values()) > 1:
         s = max(d.symbols, key=d.symbols.get)
         d.symbols[s] //= 2
     fmt = lambda sz: "x".join(str(v) for v in sz.values())   # noqa: E731
+    if 2 * nbytes(d.symbols) > MEMORY_BUDGET:   # the fixed sizes alone are too large
+        raise OnrampError(f"{path}: its inputs need {2 * nbytes(orig) / 1e9:.1f} GB with the output, over "
+                          f"the checker's {MEMORY_BUDGET / 2**30:.0f} GiB even with every shape constant "
+                          f"({', '.join(orig)}) at 1: the sizes that are no module constant are too large")
     d.notes.append(f"KernelBench's shape {fmt(orig)} ({2 * nbytes(orig) / 1e9:.1f} GB of inputs and "
                    f"output) is scaled to {fmt(d.symbols)} to fit the checker's budget of "
                    f"{MEMORY_BUDGET / 2**30:.0f} GiB; the structure is unchanged.")

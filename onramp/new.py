@@ -18,7 +18,7 @@ import yaml
 import contract
 from errors import ArgParser
 from onramp.draft import ELEM_BYTES, Draft, OnrampError
-from spec import load_spec
+from spec import SpecError, load_spec
 
 DTYPE_ALIASES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
                  "half": "float16", "fp32": "float32", "float32": "float32", "float": "float32"}
@@ -145,8 +145,9 @@ def draft_from_function(name: str, target: str, shape: list[int], dtype: str,
     d = Draft(name=name, entry=fn_name, dtype=dtype, symbols=syms, inputs=inputs, reference=ref,
               reference_source=src, reference_fn=fn_name if src else None,
               description=f"{target} on {dtype} inputs (written by `new`)")
-    d.compare = {f"{callee} (eager)": f"{callee}({args})",
-                 f"torch.compile({callee})": f"torch.compile({callee})({args})"}
+    # torch.compile of the reference is always a peer (checker/peers.py), compiled once and warmed
+    # on the timed inputs; an expression `torch.compile(f)(x)` here would duplicate it.
+    d.compare = {f"{callee} (eager)": f"{callee}({args})"}
     return d
 
 
@@ -181,10 +182,11 @@ def _run_reference(d: Draft, sizes: dict, flops=False, perturb=False):
                 return int((fn(*ys) != out).sum()), out.numel(), xs[k].numel()
     except Exception as e:   # noqa: BLE001 - the user's reference: report it, do not crash
         shape = "x".join(map(str, sizes.values()))
-        raise OnrampError(f"the reference {d.reference} fails on inputs of shape {shape} "
-                          f"(every required parameter is given a tensor; fix the others in a function "
-                          f"of your own, e.g. def f(x): return torch.softmax(x, -1)): "
-                          f"{type(e).__name__}: {str(e)[:300]}") from None
+        why = ("KernLoop runs it at small sizes to find the output's shape and the flops"
+               if d.write_file else "every required parameter is given a tensor; fix the others in a "
+               "function of your own, e.g. def f(x): return torch.softmax(x, -1)")
+        raise OnrampError(f"the reference {d.reference} fails on inputs of sizes {shape} ({why}): "
+                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
     if not isinstance(out, torch.Tensor):
         raise OnrampError(f"the reference {d.reference} returns {type(out).__name__}, not one tensor")
     return out
@@ -207,8 +209,9 @@ def output_shape(d: Draft) -> list:
         elif a == b:
             dims.append(a)
         else:
-            raise OnrampError(f"an output size ({a}, then {b}) is derived from the input sizes in a "
-                              "way a spec cannot name (only a size itself, or a constant)")
+            raise OnrampError(f"an output size ({a}, then {b} at other input sizes) is computed from "
+                              "the input sizes (as by a pooling or a convolution); a spec names an "
+                              "output size only as an input's size or a constant")
     return dims
 
 
@@ -372,11 +375,21 @@ def write(d: Draft, spec_dir: Path, baseline: Path | None, force: bool, command:
     if baseline is not None:
         space = search_space_for(check_baseline(baseline, d))
         base = os.path.relpath(baseline.resolve(), spec_dir.resolve())
-    spec_dir.mkdir(parents=True, exist_ok=True)
-    if extra is not None:
-        extra.write_text(d.reference_source, encoding="utf-8")
-    target.write_text(render(d, out_shape, flops, model, base, space, command), encoding="utf-8")
-    load_spec(target)   # what was written must load: a SpecError here is a bug in `new`
+    text = render(d, out_shape, flops, model, base, space, command)
+    files = [(target, text)] + ([(extra, d.reference_source)] if extra is not None else [])
+    before = {f: f.read_bytes() if f.is_file() else None for f, _ in files}
+    try:
+        spec_dir.mkdir(parents=True, exist_ok=True)
+        for f, body in files:
+            f.write_text(body, encoding="utf-8")
+        load_spec(target)   # what was written must load: a SpecError here is a bug in `new`
+    except BaseException:   # nothing left behind: a retry must not need --force
+        for f, old in before.items():
+            if old is None:
+                f.unlink(missing_ok=True)
+            else:
+                f.write_bytes(old)
+        raise
     return target
 
 
@@ -403,6 +416,22 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def _draft(args, spec_dir: Path) -> Draft:
+    """The draft the arguments ask for: from a function, or from a KernelBench problem."""
+    dtype = parse_dtype(args.dtype) if args.dtype else None
+    if args.source:
+        if not args.shape:
+            raise OnrampError("--from needs --shape (the timed shape, e.g. 4096x8192)")
+        if args.dist:
+            raise OnrampError("--dist is for --from-kernelbench")
+        return draft_from_function(args.name, args.source, parse_shape(args.shape), dtype or "bfloat16",
+                                   args.extra, spec_dir)
+    if args.shape or args.extra:
+        raise OnrampError("--shape/--extra are for --from (a KernelBench file has its own shapes)")
+    from onramp import kernelbench
+    return kernelbench.draft(args.name, Path(args.from_kernelbench), dtype, args.dist)
+
+
 def main(argv) -> int:
     """`new`; an OnrampError or SpecError reaches the CLI (one error line, exit 2)."""
     args = parse_args(argv)
@@ -410,21 +439,20 @@ def main(argv) -> int:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.name):
         raise OnrampError(f"spec name {args.name!r} must be a Python identifier (letters, digits, _)")
     spec_dir = Path(args.dir)
-    dtype = parse_dtype(args.dtype) if args.dtype else None
-    if args.source:
-        if not args.shape:
-            raise OnrampError("--from needs --shape (the timed shape, e.g. 4096x8192)")
-        if args.dist:
-            raise OnrampError("--dist is for --from-kernelbench")
-        d = draft_from_function(args.name, args.source, parse_shape(args.shape), dtype or "bfloat16",
-                                args.extra, spec_dir)
-    else:
-        if args.shape or args.extra:
-            raise OnrampError("--shape/--extra are for --from (a KernelBench file has its own shapes)")
-        from onramp import kernelbench
-        d = kernelbench.draft(args.name, Path(args.from_kernelbench), dtype, args.dist)
-    path = write(d, spec_dir, Path(args.baseline) if args.baseline else None, args.force, command)
-    print(f"wrote {path}" + (f" and {spec_dir / d.write_file}" if d.write_file else ""))
-    print(f"next: python orchestrator.py check --spec {path} KERNEL.py   |   "
-          f"python orchestrator.py --spec {path}")
+    try:
+        d = _draft(args, spec_dir)
+        path = write(d, spec_dir, Path(args.baseline) if args.baseline else None, args.force, command)
+    except (OnrampError, SpecError) as e:   # a KernelBench problem's errors name its file
+        where = args.from_kernelbench and str(Path(args.from_kernelbench))
+        if not where or str(e).startswith(where):
+            raise
+        raise OnrampError(f"{where}: {e}") from None
+    except Exception as e:   # noqa: BLE001 - a problem no rule foresaw: still one line, nothing left
+        raise OnrampError(f"new: cannot write a spec from {args.from_kernelbench or args.source}: "
+                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+    print(f"wrote {path}")
+    if d.write_file:
+        print(f"wrote {spec_dir / d.write_file}")
+    print(f"next: python orchestrator.py check --spec {path} KERNEL.py")
+    print(f"  or: python orchestrator.py --spec {path}")
     return 0

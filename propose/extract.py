@@ -6,15 +6,46 @@ import re
 
 from propose.prompt import NOTE_CHARS, clip
 
-_OPEN_FENCE = re.compile(r"^[ \t]{0,3}(`{3,})[ \t]*([A-Za-z0-9_+.-]*)[^`]*$")
-_CLOSE_FENCE = re.compile(r"^[ \t]{0,3}(`{3,})[ \t]*$")
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
+# Every pattern here is linear in its input (no two quantifiers that can share characters), and
+# the input is capped: a 1 MB answer is read in well under a second, whatever it holds.
+_FENCE = re.compile(r"[ \t]{0,3}(`{3,})")
+_LANG = re.compile(r"[ \t]*([A-Za-z0-9_+.-]*)")
 _PY_TAGS = ("", "python", "py", "python3")
+MAX_ANSWER_CHARS = 4_000_000   # more is never one kernel file: refused unread
+MAX_CODE_BYTES = 200_000       # contract/texts.py MAX_BYTES: a longer file is refused here already
+
+
+def _open_fence(line: str):
+    """(fence, language tag) when `line` opens a fenced block, else None (CommonMark: an info
+    string holds no backtick)."""
+    m = _FENCE.match(line)
+    if not m or "`" in line[m.end():]:
+        return None
+    return m.group(1), _LANG.match(line, m.end()).group(1)
+
+
+def _close_fence(line: str) -> str | None:
+    m = _FENCE.match(line)
+    return m.group(1) if m and not line[m.end():].strip(" \t") else None
+
+
+def _drop_think_blocks(content: str) -> str:
+    """Remove every closed <think>…</think> block, scanning once (a lazy regex rescanned to the
+    end for each unclosed opener: quadratic in an answer full of them)."""
+    low, out, pos = content.lower(), [], 0
+    while True:
+        k = low.find("<think>", pos)
+        end = low.find("</think>", k + 7) if k >= 0 else -1
+        if k < 0 or end < 0:
+            out.append(content[pos:])
+            return "".join(out)
+        out.append(content[pos:k])
+        pos = end + len("</think>")
 
 
 def _strip_think(content: str) -> tuple[str, bool]:
     """Remove <think>…</think>; returns (answer, had_think)."""
-    text = _THINK_BLOCK.sub("", content)
+    text = _drop_think_blocks(content)
     had = text != content
     low = text.lower()
     # A chat template that opens <think> in the prompt leaves only the closing tag.
@@ -33,15 +64,15 @@ def _fenced_blocks(text: str) -> list[tuple[str, str, bool]]:
     """(language tag, body, closed) for every ``` block, scanning line by line."""
     blocks, lines, i = [], text.split("\n"), 0
     while i < len(lines):
-        m = _OPEN_FENCE.match(lines[i])
+        m = _open_fence(lines[i])
         i += 1
         if not m:
             continue
-        fence, lang, body, closed = m.group(1), m.group(2).lower(), [], False
+        fence, lang, body, closed = m[0], m[1].lower(), [], False
         while i < len(lines):
-            c = _CLOSE_FENCE.match(lines[i])
+            c = _close_fence(lines[i])
             i += 1
-            if c and len(c.group(1)) >= len(fence):
+            if c and len(c) >= len(fence):
                 closed = True
                 break
             body.append(lines[i - 1])
@@ -56,6 +87,8 @@ def _syntax_error(code: str) -> str | None:
         return f"SyntaxError at line {e.lineno}: {e.msg}"
     except ValueError as e:   # e.g. null bytes
         return f"not parseable Python: {e}"
+    except (RecursionError, MemoryError) as e:
+        return f"not parseable Python: nested too deeply ({type(e).__name__})"
     return None
 
 
@@ -72,7 +105,10 @@ def extract_code(content: str | None, reasoning: str | None,
                       "and keep any reasoning short")
     if finish_reason == "content_filter":
         return None, "the answer was blocked by the server's content filter (finish_reason=content_filter)"
-    text, had_think = _strip_think(content or "")
+    if content is not None and len(content) > MAX_ANSWER_CHARS:
+        return None, (f"the answer is {len(content)} characters long: a kernel file is at most "
+                      f"{MAX_CODE_BYTES} bytes; answer with the file only")
+    text, had_think = _strip_think((content or "").replace("\r\n", "\n"))
     if not text:
         if had_think:
             return None, "the answer held only reasoning (a <think> block) and no Python file"
@@ -95,6 +131,9 @@ def extract_code(content: str | None, reasoning: str | None,
         code = text
     if not code.strip():
         return None, "the code block was empty"
+    size = len(code.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_CODE_BYTES:
+        return None, f"the file is {size} bytes long: kernel files are at most {MAX_CODE_BYTES}"
     err = _syntax_error(code)
     if err and not blocks:
         return None, ("no code found: the answer has no ```python block and is not a valid bare "

@@ -7,11 +7,13 @@ no peer, profile or counter exists, and the text says so.
 """
 from __future__ import annotations
 
-from standing.diagnosis import sig
+from standing.diagnosis import ceiling_kinds, sig
 
+NO_PEERS_SYNTHETIC = "peers are not timed on the synthetic backend"
 MODELED = ("MODELED: this run is synthetic (the Triton interpreter on the CPU checks correctness, "
-           "a performance model gives the times): every time here is modeled, not measured, and "
-           "there are no peers, no compiled-kernel profile and no hardware counters.")
+           "a performance model gives the times): every time here is modeled, not measured; "
+           f"{NO_PEERS_SYNTHETIC}, and there is no compiled-kernel profile and no hardware counter.")
+WHY_CHARS = 90   # a skipped peer's reason on the final line
 
 
 def ms(x: float | None) -> str:
@@ -25,16 +27,39 @@ def timed_peers(peers: dict | None, key: str = "median_ms") -> list[tuple[str, f
 
 
 def device_line(device: str | None, ceilings: dict | None) -> str | None:
+    """The device and its two ceilings, never mixed: the datasheet peak (named, with its source)
+    and the measured ceiling (torch.mm's rate, the copy bandwidth), where each is known."""
     if not device:
         return None
-    if not ceilings:
+    kinds = ceiling_kinds(ceilings)
+    if not kinds["peak"] and not kinds["measured"]:
         return f"Device: {device} (no known ceilings for it: no roofline %)."
-    return (f"Device: {device}; ceilings: copy {sig(ceilings['gbps'] / 1e3)} TB/s (read + write), "
-            f"matmul {sig(ceilings['tflops'])} TFLOP/s bf16 ({ceilings.get('source', 'source unknown')}).")
+    parts = []
+    if kinds["peak"]:
+        c = kinds["peak"]
+        parts.append(f"datasheet peak {sig(c['tflops'])} TFLOP/s bf16 dense, {sig(c['gbps'] / 1e3)} TB/s "
+                     f"memory ({c.get('source', 'source unknown')})")
+    if kinds["measured"]:
+        c = kinds["measured"]
+        parts.append(f"measured ceiling: torch.mm {sig(c['tflops'])} TFLOP/s bf16, copy "
+                     f"{sig(c['gbps'] / 1e3)} TB/s (read + write) ({c.get('source', 'source unknown')})")
+    return f"Device: {device}; " + "; ".join(parts) + "."
+
+
+def _clip(text: str, n: int = WHY_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def without(skipped: dict | None, n: int = WHY_CHARS) -> str:
+    """'quack (quack-kernels is not installed…), torch.compile (unreliable: …)': the peers a
+    best-peer ratio was computed without, each with its reason (clipped to `n`)."""
+    return ", ".join(f"{lbl} ({_clip(why, n)})" for lbl, why in sorted((skipped or {}).items()))
 
 
 def peers_lines(peers: dict | None, champion_ms: float | None, skipped: dict | None = None) -> list[str]:
-    """The peers (medians in the same job) and the time to beat."""
+    """The peers (medians in the same job), the time to beat, and every peer not timed or not
+    used, with why."""
     ranked = timed_peers(peers)
     lines = []
     if ranked:
@@ -45,9 +70,11 @@ def peers_lines(peers: dict | None, champion_ms: float | None, skipped: dict | N
         if champion_ms:
             line += (f"; the champion takes {ms(champion_ms)}, {best / champion_ms:.2f}x the best "
                      f"peer's speed" + (" (ahead)" if champion_ms < best else ""))
+        if skipped:
+            line += f"; best of the peers timed, without {', '.join(sorted(skipped))} (below)"
         lines.append(line + ".")
     for lbl, why in sorted((skipped or {}).items()):
-        lines.append(f"(peer {lbl} not timed: {why})")
+        lines.append(f"(peer {lbl} not timed or not used: {why})")
     return lines
 
 
@@ -104,23 +131,32 @@ def section(device: str | None = None, ceilings: dict | None = None, champion: d
 
 
 def final_line(champion_ms: float | None, speedup: float | None, peers: dict | None,
-               synthetic: bool = False) -> str:
-    """'champion 0.0444 ms: 1.51x the baseline, 0.73x the best peer (liger 0.0325 ms)'.
+               synthetic: bool = False, skipped: dict | None = None) -> str:
+    """'champion 0.0444 ms: 1.51x the baseline, 0.73x the best peer (liger 0.0325 ms); without
+    quack (quack-kernels is not installed …)'.
 
     `speedup` is the loop's (baseline mean / champion mean, as decided); the peer ratio is the
-    best peer's median over the champion's, both from one job. On a synthetic run the time is
-    labelled MODELED and peers are left out."""
+    best peer's median over the champion's, both from one job, and every peer it was computed
+    without (`skipped`: not built, failed, unreliable) is named with its reason on the same
+    line. On a synthetic run the time is labelled MODELED and the line says peers are not timed."""
     if not champion_ms:
         return "champion: no time"
     head = f"champion {ms(champion_ms)}{' (MODELED)' if synthetic else ''}"
     parts = []
     if speedup:
         parts.append(f"{speedup:.2f}x the baseline")
-    ranked = [] if synthetic else timed_peers(peers)
+    if synthetic:   # modeled (or host-clock) times: no peer is compared with them
+        said = NO_PEERS_SYNTHETIC if not timed_peers(peers) else \
+            "peers are not compared on a synthetic run (their times are the host clock's)"
+        return head + (": " + ", ".join(parts) if parts else "") + f"; {said}"
+    ranked = timed_peers(peers)
     if ranked:
         lbl, best = ranked[0]
         parts.append(f"{best / champion_ms:.2f}x the best peer ({lbl} {ms(best)})")
-    return head + (": " + ", ".join(parts) if parts else "")
+    elif peers is not None or skipped:
+        parts.append("no peer timed")
+    tail = f"; without {without(skipped)}" if skipped else ""
+    return head + (": " + ", ".join(parts) if parts else "") + tail
 
 
 def standing(result: dict | None, side: str = "candidate", cost: dict | None = None,

@@ -51,15 +51,50 @@ def us(ms: float) -> str:
     return f"{sig(ms * 1e3, 2 if ms * 1e3 < 10 else 3)} µs"
 
 
+def ceiling_kinds(ceilings: dict | None) -> dict:
+    """{"peak": {tflops, gbps, source} or None, "measured": ... or None} from a result's
+    `ceilings`; a log written before the two were kept apart (one flat ceiling) counts as
+    measured when its source says so, else as the datasheet's."""
+    c = ceilings or {}
+    if "peak" in c or "measured" in c:
+        return {"peak": c.get("peak"), "measured": c.get("measured")}
+    if c.get("tflops") is None:
+        return {"peak": None, "measured": None}
+    kind = "measured" if str(c.get("source", "")).startswith("measured") else "peak"
+    return {"peak": None, "measured": None, kind: c}
+
+
+def roof_pcts(roofline: dict | None, ceilings: dict | None) -> dict:
+    """{"peak": (pct FLOP/s, pct bandwidth), "measured": (...)} of one side's roofline, None where
+    that ceiling is unknown (an old log's single `pct_*` goes where its ceiling belongs: measured
+    if its ceiling's source says so, else the datasheet peak, as such logs called it)."""
+    r = roofline or {}
+    out = {k: (r.get(f"pct_{k}_flops"), r.get(f"pct_{k}_bw")) if r.get(f"pct_{k}_flops") is not None
+           or r.get(f"pct_{k}_bw") is not None else None for k in ("peak", "measured")}
+    if out["peak"] is None and out["measured"] is None and (r.get("pct_flops") is not None
+                                                            or r.get("pct_bw") is not None):
+        kinds = ceiling_kinds(ceilings)   # no ceilings logged: the log's own word, "peak"
+        out["measured" if kinds["measured"] and not kinds["peak"] else "peak"] = (r.get("pct_flops"), r.get("pct_bw"))
+    return out
+
+
 def bound_finding(roofline: dict | None, ceilings: dict | None) -> str | None:
-    """memory-bound / compute-bound with the achieved rate against the ceiling."""
+    """memory-bound / compute-bound, the achieved rate, and its percentage of the measured
+    ceiling (copy bandwidth, torch.mm's rate) and of the datasheet peak, each named."""
     if not roofline or not ceilings or not roofline.get("bound"):
         return None
-    if roofline["bound"] == "memory":
-        return (f"memory-bound: {sig(roofline['gbps'] / 1e3)} TB/s, {roofline['pct_bw']:.0f}% of the "
-                f"{sig(ceilings['gbps'] / 1e3)} TB/s copy ceiling")
-    return (f"compute-bound: {sig(roofline['tflops'])} TFLOP/s, {roofline['pct_flops']:.0f}% of the "
-            f"{sig(ceilings['tflops'])} TFLOP/s matmul ceiling")
+    kinds, pcts = ceiling_kinds(ceilings), roof_pcts(roofline, ceilings)
+    mem = roofline["bound"] == "memory"
+    i = 1 if mem else 0
+    parts = []
+    for kind, what in (("measured", "copy bandwidth" if mem else "torch.mm rate"),
+                       ("peak", "datasheet peak")):
+        c, p = kinds[kind], pcts[kind]
+        if c and p and p[i] is not None:
+            ceil = f"{sig(c['gbps'] / 1e3)} TB/s" if mem else f"{sig(c['tflops'])} TFLOP/s"
+            parts.append(f"{p[i]:.0f}% of the {'measured ' if kind == 'measured' else ''}{what} ({ceil})")
+    rate = f"{sig(roofline['gbps'] / 1e3)} TB/s" if mem else f"{sig(roofline['tflops'])} TFLOP/s"
+    return f"{'memory' if mem else 'compute'}-bound: {rate}" + (", " + " and ".join(parts) if parts else "")
 
 
 def traffic_finding(counters: dict | None, read_bytes: float | None, write_bytes: float | None,
@@ -150,6 +185,13 @@ def stall_finding(counters: dict | None) -> str | None:
             + (f" ({stalls[0]['reason']}: {why})" if why else ""))
 
 
+def _bw_pct(roofline: dict | None, ceilings: dict | None) -> float | None:
+    """The bandwidth percentage the "near the ceiling" rule reads: of the measured copy bandwidth
+    where there is one, else of the datasheet peak."""
+    p = roof_pcts(roofline, ceilings)
+    return (p["measured"] or p["peak"] or (None, None))[1]
+
+
 def diagnose(roofline: dict | None = None, ceilings: dict | None = None, cost: dict | None = None,
              profile: dict | None = None, counters: dict | None = None) -> list[dict]:
     """Findings, most important first. `cost` = {"read_bytes", "write_bytes"} compulsory;
@@ -162,7 +204,7 @@ def diagnose(roofline: dict | None = None, ceilings: dict | None = None, cost: d
         ("bound", bound_finding(roofline, ceilings)),
         ("launch", launch_finding((profile or {}).get("verdict"))),
         ("traffic", traffic_finding(counters, cost.get("read_bytes"), cost.get("write_bytes"),
-                                    (roofline or {}).get("pct_bw"))),
+                                    _bw_pct(roofline, ceilings))),
         ("spills", spill_finding(kernel)),
         ("occupancy", occupancy_finding(kernel)),
         ("grid", grid_finding(kernel, (profile or {}).get("sms"))),

@@ -266,3 +266,67 @@ FAULTS = {
 def expected_in(expected, error: str) -> bool:
     alts = expected if isinstance(expected, tuple) else (expected,)
     return any(a in (error or "") for a in alts)
+
+# -- the code that runs is not the code judged (issue 23): Triton's JIT compiles a kernel's text
+# from the first line starting with `def NAME(` and its interpreter from the last line starting
+# with `def `, both read back through inspect. Each hides a second kernel (the judged one's body
+# with its output halved) where only Triton looks; the worker must refuse before any call
+# (checker/identity.py). On a GPU the JIT ones would run the hidden kernel, in the interpreter
+# the interpreter ones.
+SIG_END = "                   GROUP_M: tl.constexpr):\n"
+STORE = "    tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))\n"
+_CLOSE = "    _u = \"'''#\"\n"   # ends the hidden kernel's swallowing string where Triton reads on
+
+
+def _sig(base: str) -> str:
+    return base[base.index("def _matmul_kernel("):base.index(SIG_END) + len(SIG_END)]
+
+
+def _hidden(base: str) -> str:
+    """The kernel's own body with its output halved: right-looking, wrong."""
+    body = base[base.index(SIG_END) + len(SIG_END):base.index(STORE) + len(STORE)]
+    return body.replace("    c = acc.to(c_ptr.dtype.element_ty)\n",
+                        "    c = (acc * 0.5).to(c_ptr.dtype.element_ty)\n")
+
+
+def def_in_body_string(base: str) -> str:
+    """A string in the kernel body holds a second def: the interpreter's last `def ` line."""
+    hid = '    _s = """\n' + _sig(base) + _hidden(base) + "    _t = '''\"\"\"\n"
+    return base.replace(STORE, STORE + _CLOSE).replace(SIG_END, SIG_END + hid, 1)
+
+
+def def_in_decorator_keyword(base: str) -> str:
+    """A string in a decorator keyword holds a second def: the JIT's first `def NAME(` line."""
+    hid = '@triton.jit(do_not_specialize=["""\n' + _sig(base) + _hidden(base) + "    _t = '''\"\"\"])\n"
+    return base.replace(STORE, STORE + _CLOSE).replace("@triton.jit\n", hid, 1)
+
+
+def nested_def_same_name(base: str) -> str:
+    """A nested def of the same name, never called by Python: the interpreter's last `def `."""
+    nested = "".join("    " + ln if ln.strip() else ln
+                     for ln in (_sig(base) + _hidden(base)).splitlines(keepends=True))
+    return base.replace(STORE, STORE + nested, 1)
+
+
+def code_object_swapped(base: str) -> str:
+    """The kernel's Python function gets another function's code: inspect then reads that one."""
+    plain = "\n\n" + _sig(base).replace("def _matmul_kernel(", "def _hidden_kernel(") + _hidden(base)
+    return base.replace(STORE, STORE + plain + "\n\n_matmul_kernel.fn.__code__ = _hidden_kernel.__code__\n", 1)
+
+
+CASES.update({
+    "def_line_in_kernel_body_string": (def_in_body_string, "would compile other text", "any"),
+    "kernel_in_decorator_keyword": (def_in_decorator_keyword, "Triton's JIT would compile other text", "any"),
+    "def_keyword_then_tab": (lambda b: b.replace("def _matmul_kernel(", "def\t_matmul_kernel(", 1),
+                             "Triton's interpreter would compile other text", "any"),
+    "form_feed_hides_the_def": (lambda b: def_in_body_string(b).replace("def _matmul_kernel(", "\x0cdef _matmul_kernel(", 1),
+                                "Triton's JIT would compile other text", "any"),
+    "nested_def_same_name": (nested_def_same_name, "Triton's interpreter would compile other text", "any"),
+    "code_object_swapped": (code_object_swapped, "is not the def '_matmul_kernel' of the judged bytes", "any"),
+    "entry_from_module_getattr": (
+        lambda b: b.replace("def matmul(a, b):", "def _impl(a, b):") + "\n\ndef __getattr__(name):\n    return _impl\n",
+        "entry 'matmul' is not a plain function of the judged bytes", "any"),
+    # the worker compiled the bytes it was sent, under its own filename: never the path
+    "names_its_source_file": (_after_alloc("    raise RuntimeError('compiled as ' + matmul.__code__.co_filename)\n"),
+                              "compiled as <kernloop-candidate-", "any"),
+})

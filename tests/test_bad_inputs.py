@@ -1,6 +1,6 @@
 """Every bad input a new user may hit, run through the real CLI: one `error:` line, the exit
-status, no traceback, no run folder for what can be checked before one. README's bad-input
-table is generated from CASES (`python tests/test_bad_inputs.py` prints it) and must match.
+status, no traceback, no run folder for what can be checked before one. The table in
+docs/bad-inputs.md is generated from CASES (`python tests/test_bad_inputs.py` prints it) and must match.
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ BEGIN, END = "<!-- bad-inputs:begin -->", "<!-- bad-inputs:end -->"
 
 @dataclass
 class Case:
-    what: str                      # the input, as the README's first column says it
+    what: str                      # the input, as the table's first column says it
     args: list                     # CLI args; "{spec}" / "{out}" are filled in
-    message: str                   # a part of the one error line (README's second column)
+    message: str                   # a part of the one error line (the table's second column)
     code: int = 2
     spec_edit: tuple | None = None   # (old, new) applied to a copy of specs/matmul.yaml
     baseline_edit: tuple | None = None
@@ -41,6 +41,14 @@ CASES = [
          "spec file not found: specs/nope.yaml"),
     Case("a spec that is not a mapping", ["--spec", "requirements.txt"],
          "requirements.txt: field '(top level)': must be a mapping of fields"),
+    Case("a YAML syntax error", ["--spec", "{spec}"],
+         "s.yaml: line 4, column 12: not valid YAML: while parsing a flow sequence",
+         spec_edit=_spec("name: matmul", "name: [matmul")),
+    Case("a typo in `reference:` (`a @ bb`)", ["--spec", "{spec}"],
+         "field 'reference': unknown name 'bb'", spec_edit=_spec('reference: "a @ b"', 'reference: "a @ bb"')),
+    Case("`reference:` names no torch function (`torch.matmull`)", ["--spec", "{spec}"],
+         "field 'reference': torch.matmull does not exist",
+         spec_edit=_spec('reference: "a @ b"', 'reference: "torch.matmull(a, b)"')),
     Case("unknown top-level field (`tolerence:`)", ["--spec", "{spec}"],
          "field 'tolerence': unknown field", spec_edit=_spec("tolerance:", "tolerence:")),
     Case("unknown nested field (`loop: {iteratons: 4}`)", ["--spec", "{spec}"],
@@ -87,6 +95,8 @@ CASES = [
     Case("`KERNLOOP_NEBIUS_CHECK_MODE=cpu`", ["--spec", "{spec}"],
          "environment variable KERNLOOP_NEBIUS_CHECK_MODE='cpu': expected one of gpu, interpret",
          env={"KERNLOOP_NEBIUS_CHECK_MODE": "cpu"}),
+    Case("`--backend nebius` without the `nebius` CLI", ["--spec", "{spec}", "--backend", "nebius"],
+         "--backend nebius: the nebius CLI was not found", env={"KERNLOOP_NEBIUS_CLI": "kernloop-no-such-cli"}),
     Case("`--proposer llm` without an endpoint", ["--spec", "{spec}", "--proposer", "llm"],
          "--proposer llm needs KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL"),
 ]
@@ -144,8 +154,8 @@ def test_bad_input_gives_one_error_line_and_its_exit_code(case, tmp_path):
     assert "rel-L2" in end["stop_reason"] and end["iterations_done"] == 0
 
 
-def test_readme_bad_input_table_is_this_tests_cases():
-    readme = (ROOT / "README.md").read_text()
+def test_the_bad_input_table_is_this_tests_cases():
+    readme = (ROOT / "docs" / "bad-inputs.md").read_text()
     assert BEGIN in readme and END in readme
     block = readme.split(BEGIN)[1].split(END)[0]
     rows = [ln for ln in block.splitlines() if ln.startswith("|")]

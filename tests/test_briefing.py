@@ -1,27 +1,52 @@
 """briefing.py: the words the prompt, the final line and the page use for where a champion stands."""
-from standing.briefing import MODELED, final_line, kernel_line, peers_lines, profile_lines, section
+from standing.briefing import (MODELED, NO_PEERS_SYNTHETIC, device_line, final_line, kernel_line, peers_lines,
+                               profile_lines, section)
 from checker.kernelprofile import SM_LIMITS, kernel_summary
 
 PEERS = {"torch.softmax": {"median_ms": 0.1274, "mean_ms": 0.128, "std_ms": 0.001},
          "torch.compile": {"median_ms": 0.0822}, "liger": {"median_ms": 0.0325}, "broken": None}
-CEIL = {"gbps": 4200.0, "tflops": 790.0, "source": "measured here"}
+CEIL = {"match": "H200", "peak": {"gbps": 4800.0, "tflops": 989.0, "source": "NVIDIA H200 SXM datasheet"},
+        "measured": {"gbps": 4200.0, "tflops": 790.0, "source": "measured here"}}
 
 
 def test_final_line_as_the_issue_asks():
     assert final_line(0.0444, 1.51, PEERS) == ("champion 0.0444 ms: 1.51x the baseline, 0.73x the "
                                                "best peer (liger 0.0325 ms)")
-    assert final_line(0.0444, 1.51, PEERS, synthetic=True) == "champion 0.0444 ms (MODELED): 1.51x the baseline"
-    assert final_line(0.0444, None, {}) == "champion 0.0444 ms"
+    assert final_line(0.0444, 1.51, None, synthetic=True) == ("champion 0.0444 ms (MODELED): 1.51x the "
+                                                              "baseline; peers are not timed on the synthetic backend")
+    assert final_line(0.0444, 1.51, PEERS, synthetic=True) == ("champion 0.0444 ms (MODELED): 1.51x the baseline; "
+                                                               "peers are not compared on a synthetic run (their "
+                                                               "times are the host clock's)")
+    assert final_line(0.0444, None, None) == "champion 0.0444 ms"
+    assert final_line(0.0444, None, {}) == "champion 0.0444 ms: no peer timed"
+
+
+def test_final_line_names_every_peer_it_was_computed_without():
+    skipped = {"quack": "LookupError: quack-kernels is not installed or did not import (ModuleNotFoundError: "
+                        "No module named 'quack') (optional: pip install quack-kernels)",
+               "torch.compile": "unreliable: torch.compile compiled 3 frame(s) inside its 50 timed reps"}
+    line = final_line(0.0444, 1.51, PEERS, skipped=skipped)
+    assert line.startswith("champion 0.0444 ms: 1.51x the baseline, 0.73x the best peer (liger 0.0325 ms); "
+                           "without quack (LookupError: quack-kernels is not installed")
+    assert "; torch.compile (unreliable: torch.compile compiled 3 frame(s)" not in line   # one list, commas
+    assert ", torch.compile (unreliable: torch.compile compiled 3 frame(s) inside its 50 timed reps)" in line
+    assert "\n" not in line
+    none = final_line(0.0444, 1.51, {}, skipped={"liger": "liger-kernel is not installed"})
+    assert none == "champion 0.0444 ms: 1.51x the baseline, no peer timed; without liger (liger-kernel is not installed)"
+    # synthetic: no peer is timed, and the line says so instead of naming skips
+    assert final_line(0.0444, None, None, True, skipped) == f"champion 0.0444 ms (MODELED); {NO_PEERS_SYNTHETIC}"
     assert final_line(None, 0.06, PEERS) == "champion: no time"
 
 
 def test_peers_and_time_to_beat():
     lines = peers_lines(PEERS, 0.0444, {"liger2": "liger-kernel is not installed"})
+    assert lines[1].endswith("best of the peers timed, without liger2 (below).")
+    lines[1] = lines[1].replace("; best of the peers timed, without liger2 (below)", "")
     assert lines[0] == ("Peers (what a user would run instead, timed in the same job as the champion, "
                         "medians): liger 0.0325 ms, torch.compile 0.0822 ms, torch.softmax 0.1274 ms.")
     assert lines[1] == ("Time to beat: 0.0325 ms (liger); the champion takes 0.0444 ms, 0.73x the best "
                         "peer's speed.")
-    assert lines[2] == "(peer liger2 not timed: liger-kernel is not installed)"
+    assert lines[2] == "(peer liger2 not timed or not used: liger-kernel is not installed)"
     assert "(ahead)" in peers_lines({"p": {"median_ms": 0.05}}, 0.04)[1]
 
 
@@ -35,11 +60,25 @@ def test_profile_lines():
 
 
 def test_section_measured_and_modeled():
-    findings = [{"rule": "bound", "text": "memory-bound: 3.03 TB/s, 72% of the 4.2 TB/s copy ceiling"}]
+    findings = [{"rule": "bound", "text": "memory-bound: 3.03 TB/s, 72% of the measured copy bandwidth (4.20 TB/s)"}]
     s = section("NVIDIA H200", CEIL, {"median_ms": 0.0444}, PEERS, None, None, findings)
-    assert s.startswith("## Where the champion stands\nDevice: NVIDIA H200; ceilings: copy 4.20 TB/s")
-    assert "matmul 790 TFLOP/s bf16 (measured here)" in s and "Time to beat: 0.0325 ms (liger)" in s
-    assert s.endswith("Diagnosis:\n- memory-bound: 3.03 TB/s, 72% of the 4.2 TB/s copy ceiling")
+    assert s.startswith("## Where the champion stands\nDevice: NVIDIA H200; datasheet peak 989 TFLOP/s bf16 "
+                        "dense, 4.80 TB/s memory (NVIDIA H200 SXM datasheet); measured ceiling: torch.mm 790 "
+                        "TFLOP/s bf16, copy 4.20 TB/s (read + write) (measured here).")
+    assert "Time to beat: 0.0325 ms (liger)" in s
+    assert s.endswith("Diagnosis:\n- memory-bound: 3.03 TB/s, 72% of the measured copy bandwidth (4.20 TB/s)")
     m = section("CPU, Triton interpreter", None, {"median_ms": 0.05}, PEERS, synthetic=True)
-    assert MODELED in m and "Peers" not in m and "no known ceilings" in m
+    assert MODELED in m and NO_PEERS_SYNTHETIC in m and "Peers (" not in m and "no known ceilings" in m
     assert section() == ""
+
+
+def test_device_line_keeps_the_two_ceilings_apart():
+    only_sheet = {"match": "H100", "peak": {"gbps": 3350.0, "tflops": 989.0, "source": "H100 SXM datasheet"},
+                  "measured": None}
+    assert device_line("NVIDIA H100", only_sheet) == ("Device: NVIDIA H100; datasheet peak 989 TFLOP/s bf16 "
+                                                      "dense, 3.35 TB/s memory (H100 SXM datasheet).")
+    # a log written before the split: one flat ceiling, measured by its own source's word
+    old = {"gbps": 4200.0, "tflops": 790.0, "source": "measured here (torch.mm)"}
+    assert device_line("NVIDIA H200", old) == ("Device: NVIDIA H200; measured ceiling: torch.mm 790 TFLOP/s "
+                                               "bf16, copy 4.20 TB/s (read + write) (measured here (torch.mm)).")
+    assert "peak" not in device_line("NVIDIA H200", old)

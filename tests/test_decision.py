@@ -145,3 +145,19 @@ def test_transport_stop_rule():
     assert "refused" in first and "KERNLOOP_LLM_BASE_URL" in first
     assert transport_stop(1, True, True) is None                    # it answered before: retry later
     assert transport_stop(5, False, True, limit=0) is None          # limit 0 = off
+
+
+def test_a_result_counts_only_for_the_bytes_judged():
+    from decision import same_bytes
+    ok = {"ok": True, "correct": True, "source_sha256": {"candidate": "aa", "champion": "bb"}}
+    assert same_bytes(ok, {"candidate": "aa", "champion": "bb"}) is ok
+    bad = same_bytes(ok, {"candidate": "ab", "champion": "bb"})
+    assert bad["ok"] is False and bad["stage"] == "identity" and "candidate bytes timed" in bad["error"]
+    assert decide(bad)["verdict"] == "failed"
+    assert same_bytes(ok, {"candidate": "aa", "champion": "cc"})["ok"] is False
+    assert same_bytes({"ok": True}, {"candidate": "aa"})["ok"] is False   # no hash reported: not judged bytes
+    unread = {"ok": True, "source_sha256": {"candidate": "aa"}}   # a synthetic job models the champion
+    assert same_bytes(unread, {"candidate": "aa", "champion": "bb"}) is unread
+    assert same_bytes(ok, {"candidate": None, "champion": None}) is ok   # torch sides, old logs
+    failed = {"ok": False, "error": "x"}
+    assert same_bytes(failed, {"candidate": "zz"}) is failed

@@ -10,7 +10,8 @@ from spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 H = SM_LIMITS[(9, 0)]
-CEIL = {"match": "H200", "tflops": 790.0, "gbps": 4090.0}
+CEIL = {"match": "H200", "peak": {"tflops": 989.0, "gbps": 4800.0, "source": "datasheet"},
+        "measured": {"tflops": 790.0, "gbps": 4200.0, "source": "measured"}}
 
 
 def test_sig():
@@ -18,11 +19,35 @@ def test_sig():
 
 
 def test_memory_bound_in_words():
-    r = {"bound": "memory", "gbps": 3030.0, "pct_bw": 74.08, "tflops": 1.0, "pct_flops": 0.1}
-    assert bound_finding(r, CEIL) == "memory-bound: 3.03 TB/s, 74% of the 4.09 TB/s copy ceiling"
-    c = {"bound": "compute", "gbps": 100.0, "pct_bw": 2.0, "tflops": 612.4, "pct_flops": 77.5}
-    assert bound_finding(c, CEIL) == "compute-bound: 612 TFLOP/s, 78% of the 790 TFLOP/s matmul ceiling"
+    r = {"bound": "memory", "gbps": 3030.0, "pct_measured_bw": 72.1, "pct_peak_bw": 63.1, "tflops": 1.0,
+         "pct_measured_flops": 0.1, "pct_peak_flops": 0.1}
+    assert bound_finding(r, CEIL) == ("memory-bound: 3.03 TB/s, 72% of the measured copy bandwidth (4.20 TB/s) "
+                                      "and 63% of the datasheet peak (4.80 TB/s)")
+    c = {"bound": "compute", "gbps": 100.0, "pct_measured_bw": 2.4, "pct_peak_bw": 2.1, "tflops": 730.0,
+         "pct_measured_flops": 92.4, "pct_peak_flops": 73.8}
+    assert bound_finding(c, CEIL) == ("compute-bound: 730 TFLOP/s, 92% of the measured torch.mm rate (790 TFLOP/s) "
+                                      "and 74% of the datasheet peak (989 TFLOP/s)")
     assert bound_finding(r, None) is None and bound_finding(None, CEIL) is None
+
+
+def test_a_measured_rate_is_never_called_a_peak():
+    """The issue's case: 730 TFLOP/s was shown as "92.2% of peak" against torch.mm's measured
+    790. Through the checker's own roofline: both percentages, each under its own name."""
+    from checker.timing import ceilings_for, roofline
+    ceil = ceilings_for("NVIDIA H200")
+    r = roofline({"mean_ms": 2 * 4096 ** 3 / 730e12 * 1e3}, {"flops": 2 * 4096 ** 3, "bytes": 6 * 4096 ** 2}, ceil)
+    assert r["bound"] == "compute" and round(r["pct_measured_flops"], 1) == 92.4 and round(r["pct_peak_flops"], 1) == 73.8
+    text = bound_finding(r, ceil)
+    assert "92% of the measured torch.mm rate (790 TFLOP/s)" in text and "74% of the datasheet peak (989 TFLOP/s)" in text
+    assert "989" in ceil["peak"]["source"] and "datasheet" in ceil["peak"]["source"]
+    # a device with a datasheet row and no measurement: the datasheet percentage alone
+    a100 = ceilings_for("NVIDIA A100-SXM4-80GB")
+    assert a100["measured"] is None and a100["peak"]["tflops"] == 312.0
+    assert roofline({"mean_ms": 1.0}, {"flops": 1e9, "bytes": 1e6}, a100)["pct_measured_flops"] is None
+    # an old log (one flat measured ceiling, pct_*): read as measured
+    old = {"gbps": 4200.0, "tflops": 790.0, "source": "measured here"}
+    assert bound_finding({"bound": "memory", "gbps": 3030.0, "pct_bw": 72.1, "tflops": 1.0, "pct_flops": 0.1},
+                         old) == "memory-bound: 3.03 TB/s, 72% of the measured copy bandwidth (4.20 TB/s)"
 
 
 def test_traffic_minimal_reads_point_at_on_chip_work():
@@ -82,7 +107,7 @@ def test_stalls():
 def test_diagnose_orders_and_skips():
     prof = {"kernels": [kernel_summary("k", 255, 24, 0, 4, (64,), H, 132)], "sms": 132,
             "verdict": launch_bound(0.0048, 0.0201, 27.0)}
-    roof = {"bound": "memory", "gbps": 3030.0, "pct_bw": 74.0, "tflops": 1.0, "pct_flops": 0.1}
+    roof = {"bound": "memory", "gbps": 3030.0, "pct_measured_bw": 74.0, "tflops": 1.0, "pct_measured_flops": 0.1}
     f = diagnose(roof, CEIL, {"read_bytes": 67.1e6, "write_bytes": 67.1e6}, prof,
                  {"dram_read_bytes": 67.5e6, "dram_pct": 74.0, "top_stalls": []})
     assert [x["rule"] for x in f] == ["bound", "launch", "traffic", "spills", "occupancy", "grid", "throughput"]

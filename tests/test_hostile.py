@@ -181,7 +181,7 @@ def test_checker_child_dies_with_a_killed_kernloop(tmp_path):
     child = tmp_path / "child.py"
     child.write_text(f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
     kernloop = tmp_path / "kernloop.py"
-    kernloop.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom sandbox import run_child\n"
+    kernloop.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom backends.sandbox import run_child\n"
                         f"run_child([sys.executable, {str(child)!r}], 300)\n")
     code_path = str(kernloop)
     parent = subprocess.Popen([sys.executable, code_path])

@@ -32,7 +32,8 @@ FAST = {"KERNLOOP_NEBIUS_CHECK_MODE": "interpret", "KERNLOOP_NEBIUS_POLL_S": "0.
         "KERNLOOP_NEBIUS_LOG_WAIT_S": "0.5", "KERNLOOP_NEBIUS_WAIT_S": "120",
         "KERNLOOP_NEBIUS_CLI_TIMEOUT_S": "120"}
 INJECTED = ("check.py", "spec.json", "candidate.py", "champion.py", "kernloop_entry.py", "judge.py",
-            "worker.py", "ab.py", "channel.py", "contain.py", "timing.py", "validate.py",
+            "worker.py", "ab.py", "channel.py", "contain.py", "identity.py", "timing.py", "validate.py",
+            "lockdown.py", "scratch.py", "tree.py", "clock.py", "source.py",
             "sight.py", "peers.py", "kernelprofile.py", "ncu.py")   # the second look's, too
 
 

@@ -238,7 +238,9 @@ def test_a_nebius_run_shows_peers_and_profiles_in_its_log_prompt_and_page(tmp_pa
     assert all(e["result"]["synthetic"] is True for e in jobs)
     timed = [ln for ln in p.stdout.splitlines() if re.search(r"[0-9] ms\b", ln)]   # lines with a time
     assert timed and all("SYNTHETIC" in ln for ln in timed), [ln for ln in timed if "SYNTHETIC" not in ln]
-    assert "MODELED" in by["run_end"]["final_line"] and "peer" not in by["run_end"]["final_line"]
+    assert "MODELED" in by["run_end"]["final_line"] and "best peer" not in by["run_end"]["final_line"]
+    assert by["run_end"]["final_line"].endswith("peers are not compared on a synthetic run (their times are "
+                                                "the host clock's)")
 
     # The prompts: a synthetic run's times are not offered to the model as measurements (the
     # same section, peers and profile lines included, is what a GPU job's result gives: the

@@ -253,7 +253,7 @@ def test_renders_the_recorded_run(tmp_path):
     # header: the headline numbers and why it stopped
     text = re.sub(r"\s+", " ", p.text())
     for needle in ("matmul", "NVIDIA H200", "local", "nemotron", "nvidia/llama-3.3-nemotron-super-49b-v1.5",
-                   "7.16×", "1.874", "0.2617", "53.1%", "of peak FLOP/s", "budget: 9 of 9 iterations done",
+                   "7.16×", "1.874", "0.2617", "53.1%", "of datasheet FLOP/s", "budget: 9 of 9 iterations done",
                    "2025-11-29 11:33:51 UTC", "9 min 53 s", "Finished"):
         assert needle in text, needle
     # per iteration: reason, rel-L2 per shape, both sides' timing, rule inputs, note, diff, prompt
@@ -480,6 +480,40 @@ def test_a_page_bug_never_stops_the_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(page, "STRICT", True)
     with pytest.raises(RuntimeError):
         page.render_run(run)
+
+
+_BOUNDED = r"""
+import sys, time
+sys.path.insert(0, {root!r})
+from view import htmlfmt
+from propose import extract
+t0 = time.monotonic()
+lines = htmlfmt.highlight_python("X = " + "1" * 60000 + "x\n" + "".join("Y = %s1if True else 0\n" % ("1" * 1500) for _ in range(40)) + "z = 12")
+assert str(lines[0]).startswith("X = 111") and "<span" not in str(lines[0])   # too long: escaped only
+assert '<span class="k">if</span>' in str(lines[1]) and '<span class="n">12</span>' in str(lines[-1])
+rows, added, removed = htmlfmt.diff_rows("a\n" * 1500, "b\n" * 1500)
+assert (added, removed) == (0, 0) and "too many to compare" in rows[0]
+big = "```python\n" + "x = 1\n" * 10 + "# " + "y" * 98 + "\n" * 1 + ("# " + "y" * 98 + "\n") * 10500 + "```"
+assert "kernel files are at most" in extract.extract_code(big, None, "stop")[1]
+assert extract.extract_code("<think>" * 150000 + "x = 1", None, "stop")[0] is None
+assert extract.extract_code("```" + " " * 150000 + "`\nx = 1\n", None, "stop")[1].startswith("no code found")
+assert extract.extract_code("x" * 4_000_001, None, "stop")[1].startswith("the answer is 4000001 characters long")
+assert extract.extract_code("```python\r\nx = 1\r\n```", None, "stop")[0] == "x = 1\n"
+print(round(time.monotonic() - t0, 2))
+"""
+
+
+def test_text_work_is_linear_and_capped():
+    """The highlighter split a 60,000-digit run followed by a letter every possible way
+    (minutes: the loop waited on its page); extraction rescanned the answer for each unclosed
+    <think> and each fence line of blanks. All are linear now and capped; this runs them on
+    such inputs in a child that would be killed if they were not (a liveness check, not a
+    timing: bench/text_bounds.py measures)."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", _BOUNDED.format(root=str(ROOT))], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
 
 
 def test_highlighter_and_diff():

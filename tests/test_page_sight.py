@@ -50,7 +50,8 @@ def sight_run(tmp_path: Path) -> Path:
             e["diagnosis"] = FINDINGS
             first_promoted = False
         elif e["event"] == "run_end":
-            e["final_line"] = "champion 0.3121 ms: 6.01x the baseline, 0.57x the best peer (torch.mm (cuBLAS) 0.1780 ms)"
+            e["final_line"] = ("champion 0.3121 ms: 6.01x the baseline, 0.57x the best peer (torch.mm (cuBLAS) "
+                               "0.1780 ms); without liger (liger-kernel is not installed)")
         log = RunLog(run / "run.jsonl", e["run_id"], e["backend"], e["synthetic"])
         log.append(e["event"], **{k: v for k, v in e.items() if k not in ("event", "ts", "run_id", "backend", "synthetic")})
     return run
@@ -61,8 +62,8 @@ def test_peers_final_line_and_diagnosis_on_the_page(tmp_path):
     text = re.sub(r"\s+", " ", Parsed(html).text())
     # header: the peers fastest first with their medians, what was skipped, the final line
     assert "Peers (median, baseline job) torch.mm (cuBLAS) 0.1780 ms ± 0.0011 · torch.compile 0.1802 ms" in text
-    assert "liger: liger-kernel is not installed" in text
-    assert "0.57x the best peer (torch.mm (cuBLAS) 0.1780 ms)" in text
+    assert "Peers not timed or not used liger: liger-kernel is not installed" in text
+    assert "0.57x the best peer (torch.mm (cuBLAS) 0.1780 ms); without liger (liger-kernel is not installed)" in text
     # chart: one labelled dashed line per peer, at its mean
     assert html.count('class="peerl"') == 2
     assert re.search(r'<text class="peert"[^>]*>torch\.mm \(cuBLAS\) 0\.1783 ms</text>', html)
@@ -78,3 +79,14 @@ def test_a_run_without_peers_draws_no_peer_lines(tmp_path):
     shutil.copytree(SAMPLE, run, ignore=shutil.ignore_patterns("trajectory.html", "index.html"))
     html = page.render_run(run).read_text()
     assert 'class="peerl"' not in html and "Peers (median" not in html and "<h4>Diagnosis</h4>" not in html
+
+
+def test_a_synthetic_run_says_where_its_peers_would_be(tmp_path):
+    """runs/example (a synthetic run): the header says peers are not timed on the synthetic
+    backend, and its roofline (a log written before the two ceilings were kept apart, its one
+    ceiling "measured here") is called a measured rate, never a peak."""
+    run = tmp_path / "example"
+    shutil.copytree(ROOT / "runs" / "example", run, ignore=shutil.ignore_patterns("trajectory.html", "index.html"))
+    text = re.sub(r"\s+", " ", Parsed(page.render_run(run).read_text()).text())
+    assert "Peers peers are not timed on the synthetic backend" in text
+    assert "of measured mm rate" in text and "of peak" not in text and "Peers (median" not in text

@@ -60,7 +60,7 @@ def test_interrupted_run_says_so_and_stops_refreshing(tmp_path):
     html = page.render_run(run).read_text()
     text = text_of(html)
     assert "Interrupted" in text and "interrupted by Ctrl-C after iteration 4" in text
-    assert f"--resume {run.name}" in text
+    assert f"--resume {run.resolve()}" in text        # the path the terminal prints: it works anywhere
     assert "Running" not in text and "Live" not in text and "Finished" not in text
     assert 'http-equiv="refresh"' not in html
     idx = page.render_index(tmp_path).read_text()

@@ -17,7 +17,8 @@ NO_LLM = {k: v for k, v in os.environ.items()
           if not k.startswith(("KERNLOOP_LLM", "TAVILY", "NVIDIA_API"))}
 VOLATILE = {"ts", "run_id", "latency_s", "wall_s", "duration_s", "argv", "t_s", "phases_s",
             "compile_s", "elapsed_s", "phase_s", "rel_l2",   # the checker draws fresh inputs
-            "floors", "floor_ratio", "workers"}   # rounding floors of those inputs; worker pids
+            "floors", "floor_ratio", "workers",   # rounding floors of those inputs; worker pids
+            "cost_s", "folder"}   # what each containment layer took to apply; the job's scratch folder
 
 
 def run_cli(args, timeout=600):
@@ -60,6 +61,10 @@ def test_parallel_run_logs_each_iteration_once_in_decided_order(tmp_path):
                  "--out", str(tmp_path)])
     assert p.returncode == 0, p.stderr
     assert "3 in flight, batches of 1" in p.stdout and "in flight:" in p.stdout
+    lines = p.stdout.splitlines()
+    assert all(ln.startswith("SYNTHETIC") and len(ln) <= 120 for ln in lines), lines
+    progress = [int(m[1]) for ln in lines if (m := re.search(r" (\d+)/6 it\d{4} ", ln))]
+    assert progress == [1, 2, 3, 4, 5, 6]     # decided so far: never backwards, out of order or not
     evs = read_events(only_run(tmp_path) / "run.jsonl")
     its = [e for e in evs if e["event"] == "iteration"]
     assert sorted(e["iteration"] for e in its) == list(range(1, 7))

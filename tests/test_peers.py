@@ -1,14 +1,17 @@
 """checker/peers.py on the CPU: peers built from a spec's compare entries and torch.compile of the
-reference, screened by running them (a broken peer is skipped with its reason, never fatal), and
-the joint-timing fallback with a CPU timer standing in for the checker's CUDA-event timer."""
+reference, screened by running them (a broken peer is skipped with its reason, never fatal), the
+joint-timing fallback with a CPU timer standing in for the checker's CUDA-event timer, and the
+rule that keeps an unreliably timed peer (recompiled, too wide a spread) from being the best."""
 import time
+import types
 from pathlib import Path
 
 import pytest
 import torch
 
-from checker.peers import (COMPILE_LABEL, best_peer, build, compiled_reference, liger_namespace,
-                           interleave, peers_block, screen)
+from checker.peers import (COMPILE_LABEL, best_peer, build, compiled_reference, expression_peer,
+                           interleave, liger_namespace, peers_block, quack_namespace, rel_spread,
+                           screen, unreliable)
 from spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,9 +29,9 @@ def test_build_and_screen_softmax():
                              "wrong shape": "x[:, :-1]",
                              "raises": "torch.nonexistent(x)"})
     peers, skipped = build(torch, spec, backend="eager")
-    assert set(peers) == {"torch.softmax", "wrong shape", "raises", COMPILE_LABEL}
-    if liger_namespace() is None:   # an optional package: skipped with the reason when absent
-        assert "liger-kernel is not installed" in skipped["liger"]
+    assert set(peers) | set(skipped) == {"torch.softmax", "wrong shape", "raises", "liger", COMPILE_LABEL}
+    if liger_namespace()[0] is None:   # an optional package: skipped with the reason when absent
+        assert "liger-kernel is not installed" in skipped["liger"] and "pip install liger-kernel" in skipped["liger"]
     x = torch.randn(5, 33)
     ref = torch.softmax(x.double(), dim=-1)
     kept, why, rel = screen(torch, peers, [x], ref)
@@ -108,3 +111,105 @@ def test_peers_block_on_the_cpu():
     assert blk["kernels"]["champion"]["n"] == 3 and blk["peers"]["torch.softmax"]["n"] == 3
     assert "AttributeError" in blk["skipped"]["raises"] and set(blk["rel_l2"]) == set(blk["peers"])
     assert order.count("champion") == 4 and order.count("peer") == 8   # 1 warmup + 3 reps each
+
+
+def test_missing_libraries_are_named_skips():
+    """Liger and QuACK are optional: a peer naming one that does not import is skipped with the
+    package's name and why, never dropped; a spec without them never imports them."""
+    spec = _spec("rmsnorm", {"liger": "liger.rms_norm(x, w, 1e-6)", "quack": "quack.rms_norm(x, w, 1e-6)"})
+    peers, skipped = build(torch, spec, backend="eager", with_compile=False)
+    for name, pkg, ns in (("liger", "liger-kernel", liger_namespace), ("quack", "quack-kernels", quack_namespace)):
+        if ns()[0] is None:
+            assert name not in peers and pkg in skipped[name] and f"pip install {pkg}" in skipped[name]
+        else:
+            assert name in peers
+
+
+def test_a_compile_inside_a_compare_expression_is_built_once():
+    """`torch.compile(F.gelu)(x)` (what `new --from torch.nn.functional:gelu` used to write) built
+    on every call cost ~1 ms of host time per call: the peer was timed 33x slower than eager on
+    the H200. The compile is hoisted out of the per-call expression and built once."""
+    made = []
+
+    def compile_(fn, **kw):
+        made.append(fn)
+        return torch.compile(fn, backend="eager", **kw)
+    tns = types.SimpleNamespace(**{k: getattr(torch, k) for k in ("nn", "Tensor", "float32")})
+    tns.compile = compile_
+    fn = expression_peer(tns, "torch.compile(torch.nn.functional.gelu)(x) + 0 * x", ["x"])
+    x = torch.randn(8, 8)
+    for _ in range(5):
+        assert torch.allclose(fn(x), torch.nn.functional.gelu(x))
+    assert len(made) == 1 and fn.compiled
+    # a compile whose arguments use an input cannot be built ahead: it stays in the expression
+    import ast
+
+    from checker.peers import _hoist_compiles
+    tree, hoisted = _hoist_compiles(ast.parse("torch.compile(x.neg)() + torch.compile(F.relu)(x)", mode="eval"), {"x"})
+    assert list(hoisted) == ["_kl_compiled_0"] and ast.unparse(hoisted["_kl_compiled_0"]) == "torch.compile(F.relu)"
+    assert ast.unparse(tree) == "torch.compile(x.neg)() + _kl_compiled_0(x)"
+
+
+def test_rel_spread_and_the_unreliable_rule():
+    assert rel_spread([1.0, 1.0, 1.0]) is None                 # too few to say
+    assert rel_spread([1.0] * 10) == 0.0
+    steady = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01]   # ~2% interquartile range
+    wild = [1.0, 1.5, 0.9, 2.0, 1.1, 1.8, 0.95, 1.6]
+    kernels = {"candidate": steady}
+    assert unreliable({"ok": steady, "wide": wild}, kernels, {}) == {"wide": unreliable(
+        {"wide": wild}, kernels, {})["wide"]}
+    why = unreliable({"wide": wild}, kernels, {})["wide"]
+    assert why.startswith("unreliable: spread") and "for the kernels" in why
+    # the floor: a peer within 5% is fine even beside a perfectly steady kernel
+    assert unreliable({"p": [1.0, 1.02, 0.98, 1.0, 1.01]}, {"k": [1.0] * 8}, {}) == {}
+    # a compile inside the timed reps rules a peer out whatever its spread
+    assert "compiled 2 frame(s)" in unreliable({"c": steady}, kernels, {"c": 2})["c"]
+    # no kernel samples to compare with: only the recompile rule applies
+    assert unreliable({"wide": wild}, {}, {}) == {}
+
+
+def test_a_peer_that_recompiles_while_timed_is_not_the_best_peer():
+    """torch.compile of the reference, called by the timer on a new shape every call (dynamic=False:
+    each call compiles again): its numbers are kept under `unreliable`, it is named in `skipped`,
+    and the best peer is chosen without it."""
+    spec = _spec("softmax", {"torch.softmax": "torch.softmax(x, dim=-1)"})
+    x = torch.randn(8, 40)
+    ref = torch.softmax(x.double(), -1)
+    shapes = iter(range(41, 400))
+
+    def make_call(fn):
+        def call():
+            y = torch.randn(8, next(shapes)) if fn.__class__.__name__ != "function" or \
+                getattr(fn, "_torchdynamo_orig_callable", None) is not None else x
+            t0 = time.perf_counter()
+            fn(y)
+            return (time.perf_counter() - t0) * 1e3
+        return call
+    champ = _host_call(lambda a: torch.softmax(a, -1), [x], [], "champion")
+    blk = peers_block(torch, spec, [x], ref, {"champion": champ}, make_call,
+                      lambda s, w: {"median_ms": sorted(s)[len(s) // 2], "n": len(s)},
+                      warmup=1, reps=4, backend="eager")
+    assert COMPILE_LABEL not in blk["peers"] and "torch.softmax" in blk["peers"]
+    assert blk["unreliable"][COMPILE_LABEL]["compiles_timed"] >= 1
+    assert blk["skipped"][COMPILE_LABEL].startswith("unreliable: torch.compile compiled")
+    assert best_peer(blk["peers"])[0] == "torch.softmax"
+    assert blk["peers"]["torch.softmax"]["compiles_timed"] == 0
+
+
+def test_a_reference_file_is_an_importable_module():
+    """What torch.compile (inductor's cache), pickle and inspect do with a class or function of the
+    reference file: import its module by name."""
+    import importlib
+    import inspect
+    import pickle
+
+    from checker.validate import reference_callable
+    src = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n" \
+          "def reference(x):\n    return Model()(x)\n"
+    fn = reference_callable(torch, {"reference_source": src, "reference_fn": "reference",
+                                    "reference": "r.py:reference", "inputs": [{"name": "x"}]})
+    mod = importlib.import_module(fn.__module__)
+    assert mod.Model is fn.__globals__["Model"] and pickle.loads(pickle.dumps(mod.Model)) is mod.Model
+    assert "return Model()(x)" in inspect.getsource(fn)
+    c = torch.compile(fn, backend="eager", dynamic=False)
+    assert torch.equal(c(torch.ones(3)), torch.full((3,), 2.0))

@@ -33,13 +33,15 @@ SPEC = load_spec(ROOT / "specs" / "softmax.yaml")
 KERNEL = kernel_summary("_softmax_kernel", 32, 0, 0, 8, (4096, 1, 1), SM_LIMITS[(9, 0)], 132)
 RESULT = {   # the judge's result line for a baseline job on an H200 (hand-written test input)
     "ok": True, "device": "NVIDIA H200", "synthetic": False,
-    "ceilings": {"match": "H200", "tflops": 790.0, "gbps": 4200.0, "source": "measured here"},
+    "ceilings": {"match": "H200", "peak": {"tflops": 989.0, "gbps": 4800.0, "source": "NVIDIA H200 SXM datasheet"},
+                 "measured": {"tflops": 790.0, "gbps": 4200.0, "source": "measured here"}},
     "candidate": {"mean_ms": 0.0671, "median_ms": 0.0669, "std_ms": 0.0008, "min_ms": 0.066, "n": 50},
-    "roofline": {"candidate": {"bound": "memory", "gbps": 2001.0, "pct_bw": 47.6, "tflops": 2.5,
-                               "pct_flops": 0.3}},
+    "roofline": {"candidate": {"bound": "memory", "gbps": 2001.0, "pct_measured_bw": 47.6, "tflops": 2.5,
+                               "pct_measured_flops": 0.3, "pct_peak_bw": 41.7, "pct_peak_flops": 0.25}},
     "peers": {"peers": {"torch.softmax": {"median_ms": 0.1274}, "liger": {"median_ms": 0.0325},
                         "torch.compile": {"median_ms": 0.0822}},
-              "kernels": {"candidate": {"median_ms": 0.0669}}, "skipped": {}},
+              "kernels": {"candidate": {"median_ms": 0.0669}},
+              "skipped": {"quack": "LookupError: quack-kernels is not installed or did not import"}},
     "profile": {"candidate": {"kernels": [KERNEL], "sms": 132,
                               "launch": {"host_us": 21.0, "b2b_ms": 0.067},
                               "verdict": launch_bound(0.0669, 0.067, 21.0),
@@ -65,10 +67,14 @@ def test_prompt_holds_device_peers_time_to_beat_diagnosis_and_configs():
         nc.from_env(env).propose(ctx)
         (req,) = srv.chat_requests
     text = req.text
-    for want in ("Device: NVIDIA H200; ceilings: copy 4.20 TB/s (read + write), matmul 790 TFLOP/s",
-                 "memory-bound: 2.00 TB/s, 48% of the 4.20 TB/s copy ceiling",
+    for want in ("Device: NVIDIA H200; datasheet peak 989 TFLOP/s bf16 dense, 4.80 TB/s memory (NVIDIA H200 SXM "
+                 "datasheet); measured ceiling: torch.mm 790 TFLOP/s bf16, copy 4.20 TB/s (read + write)",
+                 "memory-bound: 2.00 TB/s, 48% of the measured copy bandwidth (4.20 TB/s) and 42% of the "
+                 "datasheet peak (4.80 TB/s)",
                  "liger 0.0325 ms, torch.compile 0.0822 ms, torch.softmax 0.1274 ms",
-                 "Time to beat: 0.0325 ms (liger); the champion takes 0.0669 ms, 0.49x the best peer's speed",
+                 "Time to beat: 0.0325 ms (liger); the champion takes 0.0669 ms, 0.49x the best peer's speed; "
+                 "best of the peers timed, without quack (below).",
+                 "(peer quack not timed or not used: LookupError: quack-kernels is not installed or did not import)",
                  "Compiled kernel `_softmax_kernel`: 32 registers/thread, 0 spilled",
                  "Host launch cost: 21 µs of host time per call",
                  "- DRAM bytes 202 MB read vs 67.1 MB compulsory (3.0x)",
@@ -115,10 +121,11 @@ def test_synthetic_run_says_modeled_carries_configs_and_replays_the_failed_answe
     assert "Your answer could not be used" in repair.messages[-1]["content"]
     for r in (first, second):
         assert briefing.MODELED in r.text and "MODELED times (synthetic run, not measured)" in r.text
-        assert "Peers (" not in r.text
+        assert "Peers (" not in r.text and "peers are not timed on the synthetic backend" in r.text
     # iteration 1's answer broke the contract (a host sync): its CONFIG and reason come next
     assert '"BLOCK_M": 64' in second.text and "CONFIG:" in second.text
     assert "synchronize" in second.text.split("Recent rejected candidates")[1]
     end = [json.loads(l) for l in next(tmp_path.glob("*/run.jsonl")).read_text().splitlines()][-1]
     assert end["event"] == "run_end" and "(MODELED)" in end["final_line"]
     assert "best peer" not in end["final_line"]
+    assert end["final_line"].endswith("; peers are not timed on the synthetic backend")

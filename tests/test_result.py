@@ -23,8 +23,8 @@ def test_the_terminal_row_reads_the_typed_result():
     ev = {"iteration": 3, "candidate_id": "it0003", "note": "BLOCK_M 64",
           "decision": {"verdict": "promoted", "reason": ""},
           "result": {"ok": True, "candidate": {"mean_ms": 0.25}, "champion": {"mean_ms": 0.5}}}
-    line = status_line(ev, 10, synthetic=False)
-    assert "0.2500 ms 2.00x the champion (0.5000 ms, same job) | BLOCK_M 64" in line
+    line = status_line(ev, 3, 10, synthetic=False)
+    assert "0.2500 ms, 2.00x the champion (0.5000 ms, same job) | BLOCK_M 64" in line
     ev["result"] = None
     ev["decision"]["reason"] = "no result from the backend"
-    assert status_line(ev, 10, synthetic=False).endswith("promoted  no result from the backend")
+    assert status_line(ev, 3, 10, synthetic=False).endswith("promoted  no result from the backend | BLOCK_M 64")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -60,14 +61,14 @@ def start_and_interrupt(args, cwd, out: Path, after_iterations: int, sig) -> Pat
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == (143 if sig == signal.SIGTERM else 130), err
     assert "--resume" in err and "Traceback" not in err
-    return run
+    return run, err
 
 
 def test_sigterm_writes_run_end_interrupted_and_the_page_stops_refreshing(tmp_path):
     spec = small_spec(tmp_path / "spec")
     out = tmp_path / "runs"
-    run = start_and_interrupt(["--spec", str(spec), "--iterations", "30", "--out", str(out)],
-                              ROOT, out, 0, signal.SIGTERM)
+    run, _ = start_and_interrupt(["--spec", str(spec), "--iterations", "30", "--out", str(out)],
+                                 ROOT, out, 0, signal.SIGTERM)
     end = events(run)[-1]
     assert end["event"] == "run_end" and end["stopped"] == "interrupted"
     assert end["stop_reason"] == "interrupted by SIGTERM" and end["duration_s"] > 0
@@ -92,15 +93,18 @@ def test_interrupted_tuner_run_resumes_exactly_as_the_uninterrupted_one(tmp_path
     # tuner's initial spread of 4: its seeded moves have drawn from the RNG), then resumed
     # from another working directory
     out = tmp_path / "cut"
-    run = start_and_interrupt(["--spec", "spec/s.yaml", *args, "--out", str(out)], tmp_path,
-                              out, 5, signal.SIGINT)
+    run, err = start_and_interrupt(["--spec", "spec/s.yaml", *args, "--out", str(out)], tmp_path,
+                                   out, 5, signal.SIGINT)
     cut = events(run)
     assert cut[-1]["event"] == "run_end" and cut[-1]["stopped"] == "interrupted"
     k = cut[-1]["iterations_done"]
     assert 5 <= k < n and configs(run) == expected[:k]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    p = subprocess.run([*PY, "--resume", str(run)], cwd=elsewhere, env=ENV, capture_output=True,
+    # the command the interrupted page shows is the one the terminal printed, and it works
+    shown = re.search(r"python orchestrator\.py --resume (\S+)</code>", (run / "trajectory.html").read_text())
+    assert shown and f"python orchestrator.py --resume {shown[1]}" in err
+    p = subprocess.run([*PY, "--resume", shown[1]], cwd=elsewhere, env=ENV, capture_output=True,
                        text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert configs(run) == expected            # same candidates, same order

@@ -13,7 +13,6 @@ LONG_FUNCTIONS = {
     "view.pageview.build_view": "the page's header fields one by one; not yet split",
     "view.cardview.build_iteration": "one card's fields one by one; not yet split",
     "view.chart.build_chart": "the SVG's coordinates in one pass; not yet split",
-    "onramp.kernelbench.draft": "a KernelBench problem read in one pass; not yet split",
 }
 
 

@@ -92,3 +92,28 @@ def test_older_logs_are_read_in_todays_shape():
         if "cand_mean_ms" in rule:
             assert rule["speedup"] == pytest.approx(rule["champ_mean_ms"] / rule["cand_mean_ms"])
     assert events[-1]["stopped"] in ("budget", "patience", "time", "exhausted")
+
+
+def test_no_value_a_candidate_controls_can_stop_the_writer(tmp_path):
+    """A CONFIG or a result can hold what JSON cannot: int and tuple keys, NaN, a 60,000-digit
+    int (Python will not even print it), lone surrogates, NUL, sets, nesting past any reader's
+    depth. Every line is still written, strict JSON, and read back by both readers."""
+    deep = cur = {}
+    for _ in range(200):
+        cur["d"] = {}
+        cur = cur["d"]
+    odd = {1: 2, (1, 2): 3, "nan": float("nan"), "inf": float("-inf"), "big": 10 ** 60000,
+           "text": "a\ud800b\x00c\u2028", "set": {3}, "bytes": b"\xff", "deep": deep,
+           ((10 ** 5000,),): "key that cannot be printed"}
+    log = RunLog(tmp_path / "run.jsonl", "r1", "local", False)
+    log.append("iteration", iteration=1, candidate_id="it0001", candidate_config=odd,
+               result={"ok": False, "error": "x", "rel_l2": odd}, decision={"verdict": "failed"},
+               note="n\ud800")
+    line = (tmp_path / "run.jsonl").read_text(encoding="utf-8")
+    json.loads(line, parse_constant=lambda c: pytest.fail(f"non-standard JSON token {c}"))
+    (ev,) = read_events(tmp_path / "run.jsonl")
+    cfg = ev["candidate_config"]
+    assert cfg["1"] == 2 and cfg["(1, 2)"] == 3 and cfg["nan"] is None and cfg["inf"] is None
+    assert cfg["big"] == "[int of 199316 bits]" and cfg["text"] == "a\ufffdb\x00c\u2028"
+    assert cfg["set"] == [3] and cfg["[tuple]"] == "key that cannot be printed"
+    assert "nested too deeply" in json.dumps(cfg["deep"])

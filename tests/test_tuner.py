@@ -317,3 +317,22 @@ def test_estimate_saves_compiles_against_the_h200_oracle():
         _, dominance = simulate(seed, 30, True, Tuner(SPEC.search_space, seed=seed, estimate=False))
         _, both = simulate(seed, 30, True)
         assert fails(both) == 1 < fails(dominance), (seed, fails(both), fails(dominance))
+
+
+def test_the_model_fails_a_config_out_of_its_range_and_never_raises_anything_else():
+    """GROUP_M=0 divided by zero in the model and stopped the loop; now every value it reads is
+    held to its range first, and whatever remains is a ModelError (a failed iteration)."""
+    import pytest
+
+    from backends import perfmodel
+    shape, ok = {"M": 4096, "N": 4096, "K": 4096}, dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
+    assert perfmodel.predict_ms("matmul", shape, ok, 1e8) > 0
+    for bad, why in ((dict(ok, GROUP_M=0), "GROUP_M'] = 0 is outside"), (dict(ok, BLOCK_M=-32), "is outside"),
+                     (dict(ok, num_warps=3), "not a power of two"), (dict(ok, num_stages="2"), "not an integer"),
+                     (dict(ok, BLOCK_K=True), "not an integer"), (dict(ok, BLOCK_N=1 << 40), "is outside"),
+                     ({"BLOCK_M": 64}, "needs CONFIG keys"), (["BLOCK_M"], "not a dict")):
+        for model in ("matmul", "rowwise", "gemv", "elementwise"):
+            if model != "matmul" and why == "needs CONFIG keys":
+                continue
+            with pytest.raises(perfmodel.ModelError, match=why.replace("[", r"\[").replace("]", r"\]")):
+                perfmodel.predict_ms(model, shape, bad, 1e8)

@@ -5,6 +5,7 @@ import math
 from pathlib import Path
 from urllib.parse import quote
 
+from standing.diagnosis import ceiling_kinds, roof_pcts
 from view.htmlfmt import (as_dict, as_int, as_list, as_text, clip, diff_rows, dom_id, finite, fmt_bool, fmt_clock,
                      fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, num, render_diff, safe_href)
 
@@ -86,34 +87,49 @@ def stats_rows(cand, champ):
     return rows
 
 
-def roof_rows(roof):
+# a measured rate (torch.mm's, the copy bandwidth) is never called a peak; the datasheet's is
+ROOF_WHAT = {("measured", 1): "of measured copy BW", ("measured", 0): "of measured mm rate",
+             ("peak", 1): "of datasheet BW", ("peak", 0): "of datasheet FLOP/s"}
+
+
+def roof_rows(roof, ceilings=None):
+    """TFLOP/s, GB/s, each percentage under its own ceiling's name (a measured rate is never
+    called a peak), and the bound, for both sides."""
     roof = as_dict(roof)
     c, h = as_dict(roof.get("candidate")), as_dict(roof.get("champion"))
     if not c and not h:
         return []
-    return [
-        ("TFLOP/s", fmt_num(c.get("tflops")) if c else "—", fmt_num(h.get("tflops")) if h else "—"),
-        ("GB/s", fmt_num(c.get("gbps")) if c else "—", fmt_num(h.get("gbps")) if h else "—"),
-        ("% of peak FLOP/s", fmt_pct(c.get("pct_flops")) if c else "—", fmt_pct(h.get("pct_flops")) if h else "—"),
-        ("% of peak bandwidth", fmt_pct(c.get("pct_bw")) if c else "—", fmt_pct(h.get("pct_bw")) if h else "—"),
-        ("bound", as_text(c.get("bound"), "—") if c else "—", as_text(h.get("bound"), "—") if h else "—"),
-    ]
+    pc, ph = roof_pcts(c, as_dict(ceilings)), roof_pcts(h, as_dict(ceilings))
+    rows = [("TFLOP/s", fmt_num(c.get("tflops")) if c else "—", fmt_num(h.get("tflops")) if h else "—"),
+            ("GB/s", fmt_num(c.get("gbps")) if c else "—", fmt_num(h.get("gbps")) if h else "—")]
+    for kind in ("measured", "peak"):
+        if pc[kind] is None and ph[kind] is None:
+            continue
+        for i in (0, 1):
+            rows.append((f"% {ROOF_WHAT[(kind, i)]}", fmt_pct((pc[kind] or (None, None))[i]),
+                         fmt_pct((ph[kind] or (None, None))[i])))
+    rows.append(("bound", as_text(c.get("bound"), "—") if c else "—", as_text(h.get("bound"), "—") if h else "—"))
+    return rows
 
 
-def roof_headline(r):
-    """'61.6% of peak FLOP/s' for the side that bounds the kernel."""
+def roof_headline(r, ceilings=None):
+    """'71.9% of measured copy bandwidth' for the ceiling that bounds the kernel (the measured
+    one where known), with the datasheet peak's percentage in the detail."""
     r = as_dict(r)
-    pf, pb = finite(r.get("pct_flops")), finite(r.get("pct_bw"))
-    bound = as_text(r.get("bound")).lower()
-    if pf is None and pb is None:
+    pcts = roof_pcts(r, as_dict(ceilings))
+    kind = "measured" if pcts["measured"] is not None else ("peak" if pcts["peak"] is not None else None)
+    if kind is None:
         return None
-    if bound.startswith("mem") or bound.startswith("band") or (not bound.startswith("comp") and (pb or 0) > (pf or 0)):
-        main = (fmt_pct(pb), "of peak bandwidth") if pb is not None else (fmt_pct(pf), "of peak FLOP/s")
-    else:
-        main = (fmt_pct(pf), "of peak FLOP/s") if pf is not None else (fmt_pct(pb), "of peak bandwidth")
-    return {"value": main[0], "what": main[1], "bound": as_text(r.get("bound")),
-            "detail": f"{fmt_pct(pf)} FLOP/s · {fmt_pct(pb)} bandwidth"
-                      + (f" · {fmt_num(r.get('tflops'))} TFLOP/s" if finite(r.get("tflops")) is not None else "")}
+    pf, pb = (finite(x) for x in pcts[kind])
+    bound = as_text(r.get("bound")).lower()
+    mem = bound.startswith("mem") or bound.startswith("band") or (not bound.startswith("comp") and (pb or 0) > (pf or 0))
+    i = 1 if (mem and pb is not None) or pf is None else 0
+    others = [f"{fmt_pct(pcts[k][i])} {ROOF_WHAT[(k, i)]}" for k in ("measured", "peak")
+              if k != kind and pcts[k] is not None and finite(pcts[k][i]) is not None]
+    if finite(r.get("tflops")) is not None:
+        others.append(f"{fmt_num(r.get('tflops'))} TFLOP/s")
+    return {"value": fmt_pct(pb if i == 1 else pf), "what": ROOF_WHAT[(kind, i)],
+            "bound": as_text(r.get("bound")), "detail": " · ".join(others)}
 
 
 def rel_rows(result):
@@ -142,8 +158,9 @@ def flight_flags(ev: dict) -> list[dict]:
     evals = [e for e in as_list(ev.get("evaluations")) if isinstance(e, dict)]
     if len(evals) > 1:
         flags.append({"label": f"re-timed x{len(evals) - 1}",
-                      "title": "; ".join(f"{as_text(e.get('job'))} vs {as_text(e.get('against'))}: "
-                                         f"{as_text(e.get('verdict'))}" for e in evals)})
+                      "title": "; ".join(f"{as_text(e.get('job'))} vs {as_text(e.get('against'))}"
+                                         + (f" on {as_text(e.get('node'))}" if e.get("node") else "")
+                                         + f": {as_text(e.get('verdict'))}" for e in evals)})
     if ev.get("confirmed") is True:
         flags.append({"label": "confirmed", "title": "won its batch, then won again alone in a fresh job"})
     elif ev.get("confirmed") is False:
@@ -302,7 +319,7 @@ def build_iteration(ev, idx, ctx):
     if result is not None:
         for key, label in (("ok", "ok"), ("stage", "stage"), ("correct", "correct"), ("mode", "mode"),
                            ("check_dtype", "check dtype"), ("draws", "input draws"), ("backend", "backend"),
-                           ("device", "device"), ("timing_model", "timing model"), ("ceilings", "peak"),
+                           ("device", "device"), ("timing_model", "timing model"), ("ceilings", "ceilings"),
                            ("wall_s", "wall time")):
             v = res.get(key)
             if v is None:
@@ -310,10 +327,12 @@ def build_iteration(ev, idx, ctx):
             if key == "wall_s":
                 checker_rows.append((label, fmt_duration(v)))
             elif key == "ceilings" and isinstance(v, dict):
-                parts = [f"{fmt_num(v.get('tflops'))} TFLOP/s" if v.get("tflops") is not None else "",
-                         f"{fmt_num(v.get('gbps'))} GB/s" if v.get("gbps") is not None else "",
-                         as_text(v.get("match")), as_text(v.get("source"))]
-                checker_rows.append((label, clip(" · ".join(x for x in parts if x), 300)[0]))
+                for kind, name in (("peak", "datasheet peak"), ("measured", "measured ceiling")):
+                    c = as_dict(ceiling_kinds(v).get(kind))
+                    if c:
+                        parts = [f"{fmt_num(c.get('tflops'))} TFLOP/s", f"{fmt_num(c.get('gbps'))} GB/s",
+                                 as_text(c.get("source"))]
+                        checker_rows.append((name, clip(" · ".join(x for x in parts if x), 300)[0]))
             elif isinstance(v, bool):
                 checker_rows.append((label, fmt_bool(v)))
             else:
@@ -343,10 +362,11 @@ def build_iteration(ev, idx, ctx):
         "reason": clip(as_text(decision.get("reason")), lim["text"])[0],
         "note": clip(as_text(ev.get("note")), lim["text"])[0],
         "proposer": as_text(ev.get("proposer")), "model": as_text(ev.get("model")),
+        "node": as_text(ev.get("node")) or None,   # --backend ray: the node that ran its job
         "cand_ms": cand_ms, "champ_ms": champ_ms, "cand_std": cand_std, "speed": speed,
         "significant": rule.get("significant") if isinstance(rule.get("significant"), bool) else None,
         "timing_rows": stats_rows(cand_stats, champ_stats) if (cand_stats or champ_stats) else [],
-        "roof_rows": roof_rows(res.get("roofline")),
+        "roof_rows": roof_rows(res.get("roofline"), res.get("ceilings")),
         "rule_rows": rule_rows, "rel_rows": rels, "tolerance": tol,
         "rel_mode": as_text(res.get("mode")),
         "contract": None if contract is None else {"ok": as_dict(contract).get("ok"), "reasons": reasons},

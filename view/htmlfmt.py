@@ -225,9 +225,18 @@ _TOKEN = re.compile(r"""
   | (?P<q>[rRbBuUfF]{0,2}(?:\"\"\"|'''))
   | (?P<s>[rRbBuUfF]{0,2}(?:"(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?))
   | (?P<d>@[A-Za-z_][\w.]*)
-  | (?P<n>\b(?:0[xXoObB][0-9a-fA-F_]+|\d[\d_]*\.?[\d_]*(?:[eE][+-]?\d+)?j?)\b|\.\d+(?:[eE][+-]?\d+)?)
+  | (?P<n>\b(?:0[xXoObB][0-9a-fA-F_]+|\d[\d_]*(?:\.[\d_]*)?(?:[eE][+-]?\d+)?j?)\b|\.\d+(?:[eE][+-]?\d+)?)
   | (?P<w>[A-Za-z_]\w*)
 """, re.X)
+
+
+# The highlighter is linear: no two quantifiers of a token may share characters (the number
+# pattern had `\d[\d_]*\.?[\d_]*`, which split a 60,000-digit run followed by a letter every
+# possible way: minutes). And bounded: a line over MAX_HL_LINE characters, or a source over
+# MAX_HL_CHARS, is shown escaped but not coloured; diff_rows skips a diff over MAX_DIFF_CELLS.
+MAX_HL_LINE = 2_000
+MAX_HL_CHARS = 250_000
+MAX_DIFF_CELLS = 1_000_000
 
 
 def _span(cls: str, text: str) -> str:
@@ -240,7 +249,12 @@ def highlight_python(src: str) -> list:
     out = []
     state = None          # the open triple-quote delimiter, or None
     prev_word = ""
+    if len(src) > MAX_HL_CHARS:
+        return [Markup(str(escape(line))) for line in src.split("\n")]
     for line in src.split("\n"):
+        if len(line) > MAX_HL_LINE:   # shown as it is; a triple quote in it is not tracked
+            out.append(Markup(_span("s", line) if state is not None else str(escape(line))))
+            continue
         parts, pos = [], 0
         if state is not None:
             end = line.find(state)
@@ -295,6 +309,9 @@ def diff_rows(old: str, new: str, context: int = 3):
         a = a[:-1]
     if b and b[-1] == "":
         b = b[:-1]
+    if len(a) * len(b) > MAX_DIFF_CELLS:
+        return ([f'<span class="l h">no diff: {len(a)} and {len(b)} lines are too many to '
+                 'compare on this page</span>'], 0, 0)
     ha, hb = highlight_python(old)[:len(a)], highlight_python(new)[:len(b)]
     sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
     added = removed = 0

@@ -5,6 +5,7 @@ import datetime as _dt
 import shlex
 from pathlib import Path
 
+from standing.briefing import NO_PEERS_SYNTHETIC
 from view import chart
 from view.cardview import (VERDICTS, RunFiles, build_iteration, build_research, diagnosis_texts, profile_texts,
                       rel_rows, roof_headline, roof_rows, stats_rows, verdict_of)
@@ -145,23 +146,17 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         champ_id = it["champion_after"] or champ_id
         champ_ms, speedup = it["champion_after_ms"], it["speedup_vs_baseline"]
         it["champ_line_ms"] = champ_ms
-    # the newest measurement of the champion's roofline
-    last_roof = None
+    # The champion's roofline from the job that promoted it: the measurement its time and speedup
+    # in the header come from, and the one its card shows (one number, from the log).
     for ev in events:
-        if ev.get("event") != "iteration":
-            continue
-        roof = as_dict(as_dict(ev.get("result")).get("roofline"))
         dec = as_dict(ev.get("decision"))
-        if verdict_of(dec, dec.get("promoted")) == "promoted":
-            last_roof = as_dict(roof.get("candidate")) or last_roof
-        elif as_dict(roof.get("champion")):
-            last_roof = as_dict(roof.get("champion"))
-    if last_roof:
-        champ_roof = last_roof
+        if ev.get("event") == "iteration" and verdict_of(dec, dec.get("promoted")) == "promoted":
+            champ_roof = as_dict(as_dict(as_dict(ev.get("result")).get("roofline")).get("candidate"))
     if ends:
         champ_ms, speedup = finite(end.get("champion_mean_ms")), finite(end.get("speedup"))
         champ_id = as_text(end.get("champion_id")) or champ_id
     base_roof = as_dict(as_dict(base_res.get("roofline")).get("candidate"))
+    ceilings = as_dict(base_res.get("ceilings"))   # one device per run: the baseline job's ceilings
 
     counts = {v: 0 for v in VERDICTS + ("unknown",)}
     for it in iters:
@@ -196,8 +191,10 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
     peers, peers_job, peers_skipped = peers_of(events)
     view = {
         "peers": peers, "peers_job": peers_job, "peers_skipped": peers_skipped,
-        "final_line": clip(as_text(end.get("final_line")), 300)[0] if end.get("final_line") else "",
+        "peers_note": NO_PEERS_SYNTHETIC if synthetic and not peers else "",
+        "final_line": clip(as_text(end.get("final_line")), 1200)[0] if end.get("final_line") else "",
         "run_id": run_id, "run_dir": run_dir.name, "live": not ends, "has_events": bool(events),
+        "resume_path": str(run_dir.resolve()),   # what the terminal prints: works from any directory
         "refresh_s": REFRESH_S, "synthetic": synthetic, "backends": backends,
         "backend": ", ".join(backends) or "—",
         "spec": {"name": as_text(spec.get("name")) or "(unnamed spec)", "path": as_text(spec.get("path")),
@@ -222,7 +219,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         "interruptions": interruptions_of(end, events),
         "base_ms": base_ms, "champ_ms": champ_ms, "champ_id": champ_id, "speedup": speedup,
         "champ_dom": ctx["dom_of"].get(champ_id) if champ_id else None,
-        "champ_roof": roof_headline(champ_roof), "base_roof": roof_headline(base_roof),
+        "champ_roof": roof_headline(champ_roof, ceilings), "base_roof": roof_headline(base_roof, ceilings),
         "counts": counts, "iters": iters, "research": research, "entries": items,
         "baseline": None if not base_ev else {
             "file": as_text(base_ev.get("candidate_file")) or "baseline.py",
@@ -230,7 +227,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
             "timing_rows": stats_rows(base_res.get("candidate"), base_res.get("champion"))
             if base_res.get("candidate") or base_res.get("champion") else [],
             "rel_rows": rel_rows(base_res)[0], "tolerance": rel_rows(base_res)[1],
-            "roof_rows": roof_rows(base_res.get("roofline")),
+            "roof_rows": roof_rows(base_res.get("roofline"), base_res.get("ceilings")),
             "error": clip(as_text(base_res.get("error")), limits["text"])[0] if base_res.get("error") else "",
             "ok": base_res.get("ok"), "mode": as_text(base_res.get("mode")), "clock": fmt_clock(base_ev.get("ts")),
             "diagnosis": diagnosis_texts(base_ev.get("diagnosis")), "profile_lines": profile_texts(base_res),

@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""Every table of record, generated from the committed result JSON: docs/results.md (the current
+table for each question) and docs/history.md (older numbers, each with the commit that added
+its JSON). Nothing here is typed by hand: a number in either file is a value of the JSON its
+section cites, or a count or ratio of such values, and `check` says which shown time is in no
+cited JSON (tests/test_results_tables.py runs it, and compares both files with a fresh render).
+
+  python bench/tables.py            # write docs/results.md and docs/history.md
+  python bench/tables.py --check    # exit 1 if either differs from a fresh render, or a time
+                                    # shown is in none of the JSON its section cites
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS, HISTORY = ROOT / "docs" / "results.md", ROOT / "docs" / "history.md"
+# The commit that added each folder's JSON to the repository (JSON written before bench/record.py
+# carries none of its own), and the code the session README names where it differs.
+ADDED = {"results/": "97d5b5e", "results/session2/": "d6517cb", "results/session3/": "42c1b65",
+         "results/session4/call1": "f405b88", "results/session4/call2": "f405b88",
+         "results/session4/call3": "f405b88", "results/session4/call4": "f405b88",
+         "results/session4/call5": "366d557"}
+CODE = {"results/session4/call1": "0f035ca (before the arena fix)",
+        "results/session4/call2": "0f035ca (before the arena fix)",
+        "results/session4/call3": "the arena fix (f405b88)", "results/session4/call4": "the arena fix (f405b88)",
+        "results/session4/call5": "ef026ff (every timed rep checked)"}
+SHIPPED = ["matmul", "softmax", "rmsnorm", "layernorm", "gemv", "matmul_bias_gelu"]
+
+
+def load(rel: str) -> dict:
+    return json.loads((ROOT / rel).read_text())
+
+
+# JSON whose record names the wrong commit (a device's stale .git): the code that ran, from the
+# session's README.
+RAN_ON = {"results/session5/aa_jobs_softmax.json": "935650a"}
+
+
+def provenance(rel: str) -> str:
+    """'`results/x.json` (commit 1a2b3c4, dirty: no)' from its record, else the commit that
+    added it to the repository."""
+    rec = load(rel).get("record") or {}
+    if rel in RAN_ON:
+        return f"`{rel}` (made by commit {RAN_ON[rel]}: `{rec.get('command', '?')}`)"
+    if rec.get("commit"):
+        dirty = {True: ", uncommitted changes", False: "", None: ""}[rec.get("dirty")]
+        return f"`{rel}` (made by commit {rec['commit'][:10]}{dirty}: `{rec.get('command', '?')}`)"
+    key = max((k for k in ADDED if rel.startswith(k)), key=len)
+    code = next((v for k, v in CODE.items() if rel.startswith(k)), None)
+    return f"`{rel}` (added in commit {ADDED[key]}" + (f"; code: {code}" if code else "") + ")"
+
+
+def ms(x) -> str:
+    return "—" if x is None else f"{x:.4f} ms"
+
+
+def pct(x, d=2) -> str:
+    return "—" if x is None else f"{x * 100:+.{d}f}%"
+
+
+def clip(text: str, n: int = 110) -> str:
+    text = " ".join(str(text).split()).replace("|", "/")
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def section(title: str, sources: list[str], intro: str, table: str, after: str = "") -> str:
+    src = "Source: " + "; ".join(provenance(s) for s in sources) + "."
+    return "\n\n".join(x for x in (f"## {title}", intro, src, table, after) if x)
+
+
+# ---------------------------------------------------------------- champion against the best peer
+
+def peers_files() -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "results").glob("session*/peers_h200*.json"))
+
+
+def peers_rows_h200(files: list[str]) -> list[list[str]]:
+    rows = []
+    for f in files:
+        for name, r in load(f)["specs"].items():
+            if "error" in r:
+                rows.append([name, "error: " + r["error"][:80], "", "", "", "", "", ""])
+                continue
+            bp = r.get("best_peer")
+            without = "; ".join(f"{k}: {clip(v)}" for k, v in sorted((r.get("skipped") or {}).items())) or "—"
+            rows.append([name, str(r["iterations"]), ms(r["baseline_median_ms"]), ms(r["champion_median_ms"]),
+                         f"{bp['label']} {ms(bp['median_ms'])}" if bp else "none timed",
+                         f"**{r['champion_vs_best_peer']:.2f}×**" if r.get("champion_vs_best_peer") else "—",
+                         without, f"{r['job_wall_s_median']:.1f} s / {r['verdict_s_median']:.1f} s"
+                         if r.get("job_wall_s_median") and r.get("verdict_s_median") else "—"])
+    return rows
+
+
+def peers_rows_session3(files: list[str]) -> list[list[str]]:
+    rows = []
+    for f in files:
+        for name, r in load(f)["specs"].items():
+            t = r["table"]
+            peers = {k: v for k, v in t.items() if k not in ("naive baseline", "KernLoop champion", "by hand (rewrite)")}
+            best = min(peers, key=lambda k: peers[k]["median_ms"])
+            champ = t["KernLoop champion"]["median_ms"]
+            without = "; ".join(f"{k}: {clip(v)}" for k, v in sorted(r["peers_skipped"].items())) or "—"
+            rows.append([name, str(r["iterations"]), ms(t["naive baseline"]["median_ms"]), ms(champ),
+                         f"{best} {ms(peers[best]['median_ms'])}", f"**{peers[best]['median_ms'] / champ:.2f}×**",
+                         without, "—"])
+    return rows
+
+
+def peers_section(current: bool) -> str:
+    h200 = peers_files()
+    s3 = ["results/session3/call2_spec_matmul.json", "results/session3/call2_spec_rest.json"]
+    header = ["spec", "candidates", "naive", "champion", "best peer", "champion vs best peer",
+              "computed without (why)", "job wall / verdict (median)"]
+    intro = ("Medians. \"champion vs best peer\" is the best peer's median over the champion's "
+             "(above 1 the champion is faster); it is computed only over the peers timed, and every "
+             "peer left out is named with its reason on the same row.")
+    if current and h200:
+        return section("Champion against the best peer, on the H200", h200,
+                       intro + " Peers timed in the loop's own jobs (the final job, else the baseline's), "
+                       "beside the champion, by `bench/peers_h200.py`.", md_table(header, peers_rows_h200(h200)))
+    if current or h200:
+        return section("Champion against the best peer, on the H200 (session 3)", s3,
+                       intro + " After each loop, side by side in one process (`bench/spec_results.py`). "
+                       "Liger-Kernel was not installed on that image: the ratios are against the best "
+                       "peer that was timed, not against Liger.", md_table(header, peers_rows_session3(s3)))
+    return ""
+
+
+# ---------------------------------------------------------------- A/A, bias, power, cost, fidelity
+
+def aa_section() -> str:
+    rounds = "results/session4/call5_judge_validation.json"
+    batches = ["results/session4/call3_aa_batch.json", "results/session4/call4_aa_batch.json"]
+    jobs = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "results").glob("session*/aa_jobs_*.json"))
+    rows = []
+    for f in jobs:
+        d = load(f)
+        s = d["summary"]
+        rows.append([f"{d['spec']}, {s['decided']} separate judge jobs", f"**{s['false_promotions']}/{s['decided']}**",
+                     f"{pct(s['gain_median'])} (sd {pct(s['gain_sd'])[1:]})",
+                     "every job a fresh judge, fresh workers, fresh arenas: the job-to-job variation a run sees"])
+    v = load(rounds)
+    for key in ("aa_softmax", "aa_matmul"):
+        a = v[key]
+        rows.append([f"{a['spec']}, {a['n']} rounds inside one judge job", f"**{a['promotions']}/{a['n']}**",
+                     pct(a["gain_median"]), "one pair of workers and one arena placement for all rounds: "
+                     "does not sample what changes from job to job (what biased matmul by −1.6%)"])
+    b = [load(f) for f in batches]
+    n = sum(d["decisions"] for d in b)
+    won = sum(d["copies_that_won_in_their_batch"] for d in b)
+    rows.append([f"{b[0]['spec']}, batches of 4 copies, {n} decisions in {sum(d['rounds'] for d in b)} rounds",
+                 f"**{sum(d['false_promotions_without_confirmation'] for d in b)}/{n}** without confirmation, "
+                 f"**{sum(d['false_promotions_with_confirmation'] for d in b)}/{n}** with",
+                 "—", f"{won} copies won their batch and {sum(d['confirmation_jobs'] for d in b)} confirmation "
+                 "jobs ran: the confirmation rule was never exercised on the H200 (its CPU tests show it act)"])
+    return section("A/A: false promotions of an identical copy", jobs + [rounds, *batches],
+                   "Every promotion here is false (the candidate is a copy of the champion). Promotion "
+                   "rule: mean and median better by more than 2%, the gap above 2 standard errors. "
+                   "What each figure exercised is in its last column.",
+                   md_table(["what", "false promotions", "gain median", "what it did and did not exercise"], rows),
+                   "" if jobs else "The A/A of record from at least 100 separate judge jobs per spec "
+                   "(`bench/aa_jobs.py`) has not run on the H200 yet: the rows above are the ones measured.")
+
+
+def bias_section() -> str:
+    files = ["results/session4/call2_ab_bias_before.json", "results/session4/call3_ab_bias_after.json",
+             "results/session4/call5_ab_bias.json"]
+    when = {files[0]: "before the arena fix", files[1]: "after the arena fix",
+            files[2]: "after the red-team merge"}
+    rows = []
+    for f in files:
+        for variant, r in load(f)["results"].items():
+            rows.append([when[f], variant, f"**{r['promotions']}/{r['rounds']}**" if r["promotions"] else
+                         f"{r['promotions']}/{r['rounds']}", f"{pct(r['gain_median'])} [{pct(r['gain_min'])}, "
+                         f"{pct(r['gain_max'])}]", ms(r["cand_median_ms"]), ms(r["champ_median_ms"])])
+    fp = [(when[f], v, r["promotions"], r["rounds"]) for f in files for v, r in load(f)["results"].items()
+          if r["promotions"]]
+    return section("A/B bias study: every round, false promotions included", files,
+                   "`bench/ab_bias.py`: copies of one kernel timed against each other, N rounds in one judge "
+                   "job per variant, each round decided by the rule of its day (the mean rule, before the "
+                   "medians condition). Rounds that promoted a copy are false promotions: "
+                   + "; ".join(f"{v} {k}/{n} ({w})" for w, v, k, n in fp) + ".",
+                   md_table(["code", "variant", "false promotions", "gain median [min, max]",
+                             "candidate median", "champion median"], rows))
+
+
+def power_section() -> str:
+    f = "results/session4/call5_judge_validation.json"
+    v = load(f)
+    rows = [[v[k]["spec"], f"{v[k]['promotions']}/{v[k]['n']}", pct(v[k]["true_gain_median"], 1),
+             ms(v[k]["base_median_ms"])] for k in ("power_softmax", "power_matmul")]
+    return section("Power: a truly faster candidate is promoted", [f],
+                   "The champion is the same kernel followed by a Triton copy sized for ~5% of its time; "
+                   "the true gain is what the A/B measured by medians. N rounds inside one judge job.",
+                   md_table(["spec", "promoted", "true gain (median)", "baseline median"], rows))
+
+
+def cost_section() -> str:
+    f = "results/session4/call5_judge_smoke.json"
+    rows = []
+    for r in load(f)["rows"]:
+        if r["run"] in ("baseline_cold", "baseline_warm"):
+            p = r["phase_s"]
+            rows.append([r["run"].replace("_", " "), f"{p['sight']:.1f} s", f"{p['end']:.1f} s", f"{r['wall_s']:.1f} s"])
+    return section("What one job costs: the whole job beside its verdict", [f],
+                   "Matmul 4096³, the baseline against itself, through the local backend. The verdict "
+                   "(`phase_s.sight`: the A/B decided) comes before the second look (peers, profile, one "
+                   "ncu call), which the judge's own end and the whole job (process start to result, "
+                   "bench clock) include: quote the whole job as the cost of a job.",
+                   md_table(["job", "verdict at", "judge end", "whole job (wall)"], rows))
+
+
+def fidelity_section() -> str:
+    f = "results/session3/call1_judge_validation.json"
+    rows = [[f"{r['spec']} ({r['file']})", ms(r["judge_mean_ms"]), ms(r["ncu_mean_ms"]),
+             f"**{r['ratio_judge_over_ncu']:.3f}**"] for r in load(f)["ncu"]]
+    return section("Fidelity: the judge's clock against Nsight Compute", [f],
+                   "Judge mean over 3 rounds of 50 reps against ncu's mean of 30 launches "
+                   "(`--clock-control none --cache-control all`, `gpu__time_duration.sum`).",
+                   md_table(["kernel", "judge mean", "ncu mean", "ratio"], rows))
+
+
+# ---------------------------------------------------------------- history
+
+def history_sections() -> list[str]:
+    out = []
+    if peers_files():
+        out.append(peers_section(current=False))
+    f = "results/session3/call1_judge_validation.json"
+    v = load(f)
+    out.append(section("A/A through the judge, session 3 (biased: see session 4)", [f],
+                       "100 rounds inside one judge job; matmul's −1.4% median gain was the A/B bias against "
+                       "the candidate found and removed in session 4.",
+                       md_table(["what", "false promotions", "gain median [min, max]"],
+                                [[k, f"{v[k]['promotions']}/{v[k]['n']}", f"{pct(v[k]['gain_median'])} "
+                                  f"[{pct(v[k]['gain_min'])}, {pct(v[k]['gain_max'])}]"]
+                                 for k in ("aa_softmax", "aa_matmul")])))
+    f = "results/session4/call1_aa_batch_biased.json"
+    d = load(f)
+    out.append(section("A/A with batches before the arena fix (session 4, call 1)", [f],
+                       "Every copy measured slower than the champion it is identical to: 0 false promotions "
+                       "for the wrong reason.",
+                       md_table(["decisions", "copies that won", "without confirmation", "with"],
+                                [[str(d["decisions"]), str(d["copies_that_won_in_their_batch"]),
+                                  f"{d['false_promotions_without_confirmation']}/{d['decisions']}",
+                                  f"{d['false_promotions_with_confirmation']}/{d['decisions']}"]])))
+    files = ["results/session2/call1_spec_matmul.json", "results/session2/call2_spec_rowwise.json",
+             "results/session2/call3_spec_matmul_bias_gelu.json", "results/session2/call3_spec_layernorm.json"]
+    rows = []
+    for fi in files:
+        for name, r in load(fi)["specs"].items():
+            t = r["table"]
+            alts = {k: v for k, v in t.items() if k not in ("naive baseline", "KernLoop champion", "by hand (rewrite)")}
+            rows.append([name, Path(fi).name, str(r["iterations"]), ms(t["naive baseline"]["median_ms"]),
+                         ms(t["KernLoop champion"]["median_ms"]),
+                         ms(t["by hand (rewrite)"]["median_ms"]) if "by hand (rewrite)" in t else "—",
+                         "; ".join(f"{k} {ms(v['median_ms'])}" for k, v in alts.items())])
+    out.append(section("The tuner alone, session 2 (2026-11-29, single-process checker)", files,
+                       "Side by side in one process after each loop; torch.compile was not a peer yet.",
+                       md_table(["spec", "file", "candidates", "naive", "champion", "by hand", "alternatives"], rows)))
+    f = "results/session2/call1_checker_validation.json"
+    v = load(f)
+    out.append(section("A/A and power, session 2 (single-process checker)", [f],
+                       "Each decision a full interleaved A/B inside one process; power: the champion padded "
+                       "by a copy sized for ~5% of its time.",
+                       md_table(["what", "spec", "promoted", "gain median [min, max]"],
+                                [[k, v[k]["spec"], f"{v[k]['promotions']}/{v[k]['n']}", f"{pct(v[k]['gain_median'])} "
+                                  f"[{pct(v[k]['gain_min'])}, {pct(v[k]['gain_max'])}]"]
+                                 for k in ("aa_membound", "aa_matmul", "power_membound", "power_matmul")])))
+    return out
+
+
+# ---------------------------------------------------------------- files and checks
+
+HEAD = ("<!-- Generated by `python bench/tables.py` from the JSON each section cites; do not edit: "
+        "tests/test_results_tables.py fails on a number that differs from a fresh render. -->")
+
+
+def render_results() -> str:
+    parts = [HEAD, "# Results of record",
+             "One current table per question, measured on one NVIDIA H200 lent through the project's "
+             "`device` tool; raw JSON, logs and commands under `results/`. Older numbers, superseded "
+             "by these, are in [history.md](history.md). No number here is synthetic.",
+             peers_section(current=True), aa_section(), bias_section(), power_section(), cost_section(),
+             fidelity_section()]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def render_history() -> str:
+    parts = [HEAD, "# Older numbers",
+             "Numbers superseded by [results.md](results.md), kept with the commit that added their JSON "
+             "(and the code the session's README names). Read them with the note each carries."]
+    return "\n\n".join(parts + history_sections()) + "\n"
+
+
+def _floats(x, out: set) -> set:
+    if isinstance(x, bool):
+        return out
+    if isinstance(x, (int, float)):
+        out.add(float(x))
+    elif isinstance(x, dict):
+        for v in x.values():
+            _floats(v, out)
+    elif isinstance(x, list):
+        for v in x:
+            _floats(v, out)
+    return out
+
+
+def unsupported_times(markdown: str) -> list[str]:
+    """Every 'N.NNNN ms' in a section's table that is not a value (at the shown precision) of the
+    JSON the section cites: '<section>: <number>' per miss."""
+    misses = []
+    for block in re.split(r"^## ", markdown, flags=re.M)[1:]:
+        title = block.splitlines()[0]
+        cited = re.findall(r"`(results/[^`]+\.json)`", block.split("\n|", 1)[0])
+        values = set()
+        for f in cited:
+            _floats(load(f), values)
+        for line in block.splitlines():
+            if not line.startswith("|"):
+                continue
+            for num in re.findall(r"(\d+\.(\d+)) ms", line):
+                shown, places = float(num[0]), len(num[1])
+                if not any(round(v, places) == shown for v in values):
+                    misses.append(f"{title}: {num[0]} ms")
+    return misses
+
+
+def check() -> list[str]:
+    problems = []
+    for path, text in ((RESULTS, render_results()), (HISTORY, render_history())):
+        if not path.exists() or path.read_text() != text:
+            problems.append(f"{path.relative_to(ROOT)} differs from `python bench/tables.py`")
+        problems += [f"{path.name}: {m} is in none of the JSON it cites" for m in unsupported_times(text)]
+    return problems
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args(argv)
+    if a.check:
+        problems = check()
+        print("\n".join(problems) or "docs/results.md and docs/history.md are the JSON's")
+        return 1 if problems else 0
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(render_results())
+    HISTORY.write_text(render_history())
+    print(f"wrote {RESULTS.relative_to(ROOT)} and {HISTORY.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The judge's clock against a worker's word (pure rules; stdlib only).
+
+A worker reports the time of each timed call (CUDA events, or the host clock with
+--host-clock); the judge measures each call on its own clock (request sent to reply read; the
+worker syncs before it replies). The difference is that worker's overhead: pipe, flush and
+settle spin, output copy, reply. Both workers run the same harness code around their call, so
+their overheads differ only by noise: the candidate worker's, compared with the champion
+worker's rep by rep, is the test. A worker that reports its time 5% low, or lets work run after
+its end event, shows an overhead larger by that much; one that skips the harness's flush or spin
+shows one smaller. Neither a fixed slack nor either worker's own statistics decide.
+
+The statistic: the per-rep differences of overhead, averaged over each pair of consecutive reps
+(the A/B alternates which worker goes first, so the order effect cancels within a pair); their
+Hodges-Lehmann shift with its Wilcoxon signed-rank confidence interval (distribution-free,
+robust to a stalled rep). The verdict rejects when the whole interval lies beyond a tolerance of
+max(TOL_ABS_MS, TOL_FRAC x the candidate's reported median): one-sided 1% each way with no
+shift and no tolerance, far rarer with it (tests/test_clock.py; the H200's own rates come from
+bench/contain_gpu.py, whose raw per-pair numbers let these constants be re-chosen).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+FORGE_SLACK_MS = 0.005   # event resolution and clock-read jitter
+TOL_ABS_MS = 0.015       # honest overheads differ by jitter of tens of microseconds on the GPU
+TOL_FRAC = 0.015         # of the candidate's own time: 5% low on 1 ms is 3.3x this
+Z = 2.33                 # one-sided 1% normal quantile (with no shift and no tolerance)
+HOST_TOL_ABS_MS = 1.0    # --host-clock (CPU tests): a loaded CPU's pipe and scheduling noise
+# What the judge uses on the GPU. On the H200 (results/session5 call 3: softmax, 100 separate A/A
+# jobs) honest workers' overheads differed by up to +-0.2 ms per call (interval ends to 0.17 ms):
+# with TOL_ABS_MS, 21 of 100 honest jobs were rejected. So on the GPU a misreport is caught only
+# above 0.25 ms per call; 5% low on a 1 ms kernel (0.05 ms) is NOT caught there (README says so).
+GPU_TOL_ABS_MS = 0.25
+MIN_PAIRS = 13           # fewer rep pairs (26 reps) give no interval at Z: no overhead verdict
+
+
+def pair_diffs(cand_ms, cand_wall, champ_ms, champ_wall) -> list[float]:
+    """Candidate overhead minus champion overhead per rep, averaged over consecutive reps."""
+    d = [(wc - ec) - (wb - eb) for ec, wc, eb, wb in zip(cand_ms, cand_wall, champ_ms, champ_wall)]
+    return [(d[i] + d[i + 1]) / 2 for i in range(0, len(d) - 1, 2)]
+
+
+def hodges_lehmann(xs, z: float = Z) -> tuple[float, float, float] | None:
+    """(lower, estimate, upper) of the location shift of `xs`: the median of the Walsh averages
+    and the signed-rank interval at normal quantile `z`; None when too few values."""
+    n = len(xs)
+    walsh = sorted((xs[i] + xs[j]) / 2 for i in range(n) for j in range(i, n))
+    big_n = len(walsh)
+    if n < 1:
+        return None
+    k = math.floor(big_n / 2 - z * math.sqrt(n * (n + 1) * (2 * n + 1) / 24) - 0.5)
+    if k < 0:
+        return None
+    return walsh[k], statistics.median(walsh), walsh[big_n - 1 - k]
+
+
+def tolerance_ms(cand_events_median: float, tol_abs: float = TOL_ABS_MS, tol_frac: float = TOL_FRAC) -> float:
+    return max(tol_abs, tol_frac * cand_events_median)
+
+
+def verdict(cand_ms, cand_wall, champ_ms, champ_wall, tol_abs: float = TOL_ABS_MS,
+            tol_frac: float = TOL_FRAC, z: float = Z) -> tuple[str | None, dict]:
+    """Judge the candidate worker's reported times against the judge's clock, beside the
+    champion worker's. Lists are per timed rep, in milliseconds, in the A/B's order.
+    Returns (reason to reject or None, numbers for the result line)."""
+    forged = [r for r, (ev, w) in enumerate(zip(cand_ms, cand_wall)) if ev > w + FORGE_SLACK_MS]
+    c_ev = statistics.median(cand_ms)
+    diffs = pair_diffs(cand_ms, cand_wall, champ_ms, champ_wall)
+    iv = hodges_lehmann(diffs, z) if len(diffs) >= MIN_PAIRS else None
+    tol = tolerance_ms(c_ev, tol_abs, tol_frac)
+    nums = {"candidate_events": c_ev, "champion_events": statistics.median(champ_ms),
+            "candidate": statistics.median(cand_wall), "champion": statistics.median(champ_wall),
+            "candidate_overhead": statistics.median(w - e for e, w in zip(cand_ms, cand_wall)),
+            "champion_overhead": statistics.median(w - e for e, w in zip(champ_ms, champ_wall)),
+            "overhead_shift": None if iv is None else {"lo": iv[0], "est": iv[1], "hi": iv[2]},
+            "tolerance": tol, "pairs": len(diffs), "z": z,
+            "pair_diffs": [round(x, 5) for x in diffs]}
+    if forged:
+        r = forged[0]
+        return (f"forged timing: the worker reported {cand_ms[r]:.4f} ms of GPU time for timed "
+                f"call {r}, more than the judge's wall clock for the whole call "
+                f"({cand_wall[r]:.4f} ms); {len(forged)} such calls"), nums
+    if iv is None:
+        nums["note"] = f"overhead check needs {MIN_PAIRS}+ rep pairs, had {len(diffs)}"
+        return None, nums
+    lo, est, hi = iv
+    how = (f"({est:+.4f} ms per call, interval {lo:+.4f} to {hi:+.4f} ms over {len(diffs)} rep "
+           f"pairs; allowed +-{tol:.4f} ms = max({tol_abs:g} ms, {tol_frac:g} x its "
+           f"{c_ev:.4f} ms))")
+    if lo > tol:
+        return ("work escaped the timed region, or its time was reported low: the judge's clock "
+                "saw the candidate worker's overhead exceed the champion worker's " + how), nums
+    if hi < -tol:
+        return ("the candidate worker skipped part of the harness's work around its call (flush, "
+                "settle spin, copy), or reported its time high: its overhead is below the "
+                "champion worker's " + how), nums
+    return None, nums

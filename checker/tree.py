@@ -1,0 +1,126 @@
+"""The judge's hold on every process its workers start: it is their subreaper, so a process
+that double-forks or calls setsid is re-parented to the judge, not to init; it can list its
+whole tree from /proc, see which processes are not its workers, and kill them all at the end of
+the job, reporting any that survive. Leaf module (stdlib; Linux /proc, degrades elsewhere).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+
+import scratch
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> object:
+    """True, or why this judge cannot be the subreaper of its workers' descendants."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            return f"unavailable: {os.strerror(ctypes.get_errno())}"
+    except (OSError, AttributeError) as e:
+        return f"unavailable: {e}"
+    return True
+
+
+def children(pid) -> list[int]:
+    """Live (or unreaped) children of a process, from every thread's /proc children list."""
+    out = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+    return out
+
+
+def descendants(pid=None) -> list[int]:
+    """Every process below `pid` (default: this one), parents before children."""
+    root = os.getpid() if pid is None else pid
+    seen, todo = [], children(root)
+    while todo:
+        p = todo.pop(0)
+        if p in seen:
+            continue
+        seen.append(p)
+        todo += children(p)
+    return seen
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def strays(known: set[int]) -> list[int]:
+    """This judge's children that are not its workers and still run: re-parented orphans
+    (a daemon that outlived its parent) or anything else started behind its back."""
+    return [p for p in children(os.getpid()) if p not in known and not is_zombie(p)]
+
+
+def reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        pass
+
+
+def kill_all(workers: set[int], rounds: int = 50, keep=frozenset()) -> dict:
+    """SIGKILL every descendant, again and again until none is left (a forking process is
+    caught by the next round: its children are re-parented here). Zombies of non-workers are
+    reaped here; the workers' own Popen objects reap theirs. Returns the pids killed beside
+    the workers and any process still alive after the last round. `keep`: a warm judge's
+    workers that outlive the job (its spares, its champion's); their own children are not kept."""
+    killed: set[int] = set()
+    for _ in range(rounds):
+        live = [p for p in descendants() if not is_zombie(p) and p not in keep]
+        if not live:
+            break
+        for p in live:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+            if p not in workers:
+                killed.add(p)
+        time.sleep(0.01)
+        for p in children(os.getpid()):
+            if p not in workers:
+                reap(p)
+    survivors = [p for p in descendants() if not is_zombie(p) and p not in keep]
+    for p in children(os.getpid()):
+        if p not in workers and is_zombie(p):
+            reap(p)
+    return {"killed": sorted(killed), "survivors": survivors}
+
+
+def end_of_job(result: dict, job_dir, plan: dict, subreaper, workers: set[int],
+               keep=frozenset()) -> None:
+    """Kill the whole tree (every descendant, re-parented daemons included; a warm judge: but
+    the workers in `keep`), remove the job's folders (`job_dir`: one, or a list), record both; a
+    verdict that passed fails if a process survived or a file stayed."""
+    swept = kill_all(workers, keep=keep)
+    left = [p for d in ([job_dir] if isinstance(job_dir, str) else job_dir) for p in scratch.remove(d)]
+    judge = result.setdefault("containment", {}).setdefault("judge", {})
+    judge.update(subreaper=subreaper, plan=plan, folder=job_dir, killed_at_end=swept["killed"],
+                 survivors=swept["survivors"], left_on_disk=left)
+    bad = []
+    # Killed ones are only reported: the judge's own helpers (torch.compile's workers for the
+    # peers, ncu) end here too; a worker's stray was already a rejection (Side.watch, run).
+    if swept["survivors"]:
+        bad.append(f"processes survived the end of the job: {swept['survivors'][:8]}")
+    if left:
+        bad.append(f"files left in the job's folder: {left[:4]}")
+    if bad and result.get("ok"):
+        result.update(ok=False, stage="integrity", error="; ".join(bad))

@@ -1,0 +1,82 @@
+"""The judge's clock against a worker's word (checker/clock.py): pure rules on per-rep numbers.
+
+The noise model below is SYNTHETIC (labelled so): honest overheads of about 1.1 ms as the H200's
+result lines show them (results/session4: medians 0.95-1.19 ms), a jitter of 30 us per call (a
+guess: no per-call numbers were kept before), an order effect and rare stalls. The GPU's real
+false-alarm and catch rates come from bench/contain_gpu.py on the H200.
+"""
+import random
+
+from checker import clock
+
+
+def _job(rng, kernel_ms=1.0, report=1.0, extra_overhead=0.0, reps=50, jitter=0.03, offset=0.0):
+    """Per-rep (events, wall) for candidate and champion, interleaved as the A/B runs them."""
+    c_ms, c_wall, b_ms, b_wall = [], [], [], []
+    base = 1.1 + rng.gauss(0, 0.02)               # this job's overhead level (both workers)
+    for r in range(reps):
+        for role in ("c", "b") if r % 2 == 0 else ("b", "c"):
+            second = (role == "b") == (r % 2 == 0)
+            over = base + rng.gauss(0, jitter) + (0.015 if second else 0.0)
+            if rng.random() < 0.02:
+                over += rng.expovariate(1 / 0.5)   # a stalled rep (scheduler, GC)
+            k = kernel_ms * (1 + rng.gauss(0, 0.01))
+            if role == "c":
+                c_ms.append(k * report)
+                c_wall.append(k + over + extra_overhead + offset)
+            else:
+                b_ms.append(k)
+                b_wall.append(k + over)
+    return c_ms, c_wall, b_ms, b_wall
+
+
+def test_forged_time_above_the_wall_is_rejected_per_call():
+    champ_ms, champ_wall = [1.0] * 20, [1.3] * 20
+    why, _ = clock.verdict([1.0] * 19 + [5.0], [1.3] * 20, champ_ms, champ_wall)
+    assert why.startswith("forged timing") and "timed call 19" in why
+
+
+def test_identical_overheads_pass_and_numbers_are_reported():
+    why, nums = clock.verdict([1.0] * 30, [1.31] * 30, [1.0] * 30, [1.31] * 30)
+    assert why is None and nums["overhead_shift"]["est"] == 0.0 and nums["pairs"] == 15
+    assert abs(nums["champion_overhead"] - 0.31) < 1e-9 and len(nums["pair_diffs"]) == 15
+
+
+def test_work_off_the_clock_is_rejected():
+    why, _ = clock.verdict([0.2] * 30, [1.5] * 30, [1.0] * 30, [1.3] * 30)
+    assert why.startswith("work escaped the timed region")
+
+
+def test_a_skipped_flush_shows_as_overhead_below_the_champions():
+    rng = random.Random(7)
+    why, _ = clock.verdict(*_job(rng, extra_overhead=-0.27))   # no flush + settle spin
+    assert why and "skipped part of the harness's work" in why
+
+
+def test_too_few_pairs_give_no_overhead_verdict_but_still_catch_forgery():
+    why, nums = clock.verdict([1.0] * 24, [1.9] * 24, [1.0] * 24, [1.3] * 24)
+    assert why is None and nums["overhead_shift"] is None and "13+ rep pairs" in nums["note"]
+    why, _ = clock.verdict([2.0] + [1.0] * 23, [1.9] * 24, [1.0] * 24, [1.3] * 24)
+    assert why.startswith("forged timing")
+
+
+def test_hodges_lehmann_interval_brackets_the_shift():
+    lo, est, hi = clock.hodges_lehmann([0.05 + 0.001 * ((i * 7) % 11 - 5) for i in range(25)])
+    assert lo < est < hi and abs(est - 0.05) < 0.002 and hi - lo < 0.01
+    assert clock.hodges_lehmann([1.0, 2.0, 3.0]) is None
+
+
+def test_five_percent_low_on_a_1ms_kernel_is_caught_and_honest_workers_pass():
+    """SYNTHETIC noise model: 2000 honest jobs, 2000 with the candidate reporting 5% low."""
+    rng = random.Random(2026)
+    false_alarms = sum(clock.verdict(*_job(rng))[0] is not None for _ in range(2000))
+    caught = sum((clock.verdict(*_job(rng, report=0.95))[0] or "").startswith("work escaped")
+                 for _ in range(2000))
+    assert false_alarms <= 4, false_alarms          # <= 0.2%
+    assert caught >= 1840, caught                   # >= 92%
+
+
+def test_an_honest_offset_between_workers_below_the_tolerance_is_not_an_alarm():
+    rng = random.Random(11)
+    alarms = sum(clock.verdict(*_job(rng, offset=0.01))[0] is not None for _ in range(500))
+    assert alarms <= 5, alarms

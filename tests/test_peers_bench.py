@@ -1,0 +1,65 @@
+"""The pure parts of the H200 benches: bench/peers_h200.digest (what the table takes from a
+run.jsonl) and bench/aa_jobs.summarize. Hand-written test inputs in the log's format, not
+measurements; the scripts themselves run on the H200 (and `--dry` / `--mode interpret` on a CPU)."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.aa_jobs import summarize  # noqa: E402
+from bench.peers_h200 import digest  # noqa: E402
+
+
+def _job(event, wall, sight=None, end=3.0, **result):
+    phase = {"end": end, **({"sight": sight} if sight is not None else {})}
+    return {"event": event, "result": {"backend_meta": {"wall_s": wall}, "phase_s": phase, "wall_s": end, **result}}
+
+
+def test_digest_takes_the_champion_and_its_peers_from_the_final_job():
+    final_peers = {"peers": {"torch.softmax": {"median_ms": 0.1270}, "liger": {"median_ms": 0.0338}},
+                   "kernels": {"candidate": {"median_ms": 0.0451}},
+                   "skipped": {"quack": "LookupError: quack-kernels is not installed",
+                               "torch.compile": "unreliable: spread 21.0% of its median"},
+                   "unreliable": {"torch.compile": {"median_ms": 1.55, "reason": "unreliable: spread"}}}
+    events = [{"event": "run_start"},
+              _job("baseline", 9.0, sight=3.4, end=8.9, candidate={"median_ms": 0.0657},
+                   peers={"peers": {"torch.softmax": {"median_ms": 0.1280}}, "kernels": {"candidate": {"median_ms": 0.0657}},
+                          "skipped": {}}),
+              {**_job("iteration", 4.4, end=3.3), "candidate_id": "it0001", "decision": {"promoted": True}},
+              {**_job("iteration", 4.6, end=3.5), "candidate_id": "it0002", "decision": {"promoted": False}},
+              {**_job("final", 12.0, sight=3.6, end=11.0), "candidate_id": "it0001"},
+              {"event": "run_end", "champion_id": "it0001", "speedup": 1.46, "final_line": "champion 0.0451 ms: ..."}]
+    events[4]["result"]["peers"] = final_peers
+    d = digest(events)
+    assert d["peers_job"] == "final" and d["champion_median_ms"] == 0.0451 and d["baseline_median_ms"] == 0.0657
+    assert d["best_peer"] == {"label": "liger", "median_ms": 0.0338}
+    assert round(d["champion_vs_best_peer"], 3) == 0.749          # behind Liger: said, not flattered
+    assert set(d["skipped"]) == {"quack", "torch.compile"} and "torch.compile" not in d["peers"]
+    assert (d["iterations"], d["promotions"]) == (2, 1)
+    assert [c["job_wall_s"] for c in d["jobs"]] == [9.0, 4.4, 4.6, 12.0]
+    assert [c["verdict_s"] for c in d["jobs"]] == [3.4, 3.3, 3.5, 3.6]   # the second look's start, else the end
+    assert d["job_wall_s_median"] == 6.8 and d["verdict_s_median"] == 3.45
+
+
+def test_digest_without_a_promotion_uses_the_baseline_job():
+    events = [_job("baseline", 9.0, sight=3.4, candidate={"median_ms": 0.1},
+                   peers={"peers": {}, "kernels": {"candidate": {"median_ms": 0.1}},
+                          "skipped": {"liger": "liger-kernel is not installed"}}),
+              {"event": "run_end", "champion_id": "baseline"}]
+    d = digest(events)
+    assert d["peers_job"] == "baseline" and d["best_peer"] is None and d["champion_vs_best_peer"] is None
+    assert d["skipped"] == {"liger": "liger-kernel is not installed"}
+
+
+def test_aa_jobs_summary_counts_false_promotions_over_decided_jobs():
+    jobs = [{"verdict": "rejected", "promoted": False, "gain": g, "job_wall_s": w, "verdict_s": v, "second_look": False}
+            for g, w, v in ((0.001, 4.4, 3.4), (-0.002, 4.5, 3.5), (0.0, 4.3, 3.3))]
+    jobs.append({"verdict": "promoted", "promoted": True, "gain": 0.03, "job_wall_s": 9.0, "verdict_s": 3.4,
+                 "second_look": True})
+    jobs.append({"verdict": "failed", "promoted": False, "gain": None, "job_wall_s": 2.0, "verdict_s": None,
+                 "second_look": False})
+    s = summarize(jobs)
+    assert (s["jobs"], s["decided"], s["failed"], s["false_promotions"], s["second_looks"]) == (5, 4, 1, 1, 1)
+    assert s["gain_median"] == 0.0005 and s["gain_max"] == 0.03 and s["job_wall_s_median"] == 4.4
+    assert s["verdict_s_median"] == 3.4
