@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from backends.local import stage_job
+from tests import judges
 from tests.contain_attacks import ATTACKS, DAEMON, FIVE_PERCENT_LOW
 from backends.resultline import parse_result_line, validate_result
 from spec import load_spec
@@ -66,7 +67,7 @@ class Job:
         env = dict(os.environ, TRITON_CACHE_DIR=str(self.cache), **(extra_env or {}))
         self.out = self.tmp / "standin.json"
         cmd = [sys.executable, str(STANDIN), str(self.out), "400", str(self.dir), "seam", "--",
-               sys.executable, str(self.dir / "check.py"), "--spec", str(self.dir / "spec.json"),
+               *judges.check_cmd(self.dir), "--spec", str(self.dir / "spec.json"),
                "--candidate", str(self.dir / "candidate.py"), "--champion", str(self.dir / "champion.py"),
                "--mode", "interpret", "--draws", "1", "--backend", "synthetic", *args]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -19,6 +19,7 @@ from loop.state import State
 from backends.local import SyntheticBackend, parse_child
 from backends.sandbox import run_child, stripped_env
 from spec import load_spec
+from tests import judges
 from tests.hostile_cases import CASES, FAULTS, expected_in
 from tests.scripted_proposer import Scripted
 
@@ -34,7 +35,7 @@ def check(tmp_path, code, timeout=120):
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     (tmp_path / "cand.py").write_text(code)
     (tmp_path / "champ.py").write_text(BASE)
-    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+    out = run_child([*judges.check_cmd(), "--spec", str(tmp_path / "spec.json"),
                      "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
                      "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], timeout, cwd=str(tmp_path))
     return parse_child(out, "synthetic", True, tmp_path / "checker.log")
@@ -48,7 +49,7 @@ def check_timed(tmp_path, code, reps=12):
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     (tmp_path / "cand.py").write_text(code)
     (tmp_path / "champ.py").write_text(BASE)
-    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+    out = run_child([*judges.check_cmd(), "--spec", str(tmp_path / "spec.json"),
                      "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
                      "--mode", "interpret", "--host-clock", "--draws", "3", "--reps", str(reps),
                      "--warmup", "2", "--backend", "synthetic"], 300, cwd=str(tmp_path))
@@ -92,13 +93,13 @@ def test_a_softmax_right_only_for_small_logits_fails_the_stress_draw(tmp_path):
     spec["check_shapes"] = [{"M": 9, "N": 100}]
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     (tmp_path / "cand.py").write_text(code)
-    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+    out = run_child([*judges.check_cmd(), "--spec", str(tmp_path / "spec.json"),
                      "--candidate", str(tmp_path / "cand.py"), "--champion", str(sspec.baseline),
                      "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], 120, cwd=str(tmp_path))
     r = parse_child(out, "synthetic", True, tmp_path / "checker.log")
     assert r["ok"] is False and "NaN or Inf" in r["error"], r["error"]
     (tmp_path / "cand.py").write_text(base)   # the honest baseline passes the same draws
-    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+    out = run_child([*judges.check_cmd(), "--spec", str(tmp_path / "spec.json"),
                      "--candidate", str(tmp_path / "cand.py"), "--champion", str(sspec.baseline),
                      "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], 120, cwd=str(tmp_path))
     assert parse_child(out, "synthetic", True, tmp_path / "checker.log")["ok"]

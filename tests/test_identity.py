@@ -19,6 +19,7 @@ import pytest
 from backends.local import parse_child
 from backends.sandbox import run_child
 from checker import identity
+from tests import judges
 from tests.hostile_cases import def_in_body_string, def_in_decorator_keyword, nested_def_same_name
 from spec import load_spec
 
@@ -129,7 +130,7 @@ def _judge(tmp_path, code: str, *extra):
     spec["check_shapes"] = [{"M": 37, "N": 45, "K": 29}]
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     (tmp_path / "cand.py").write_text(code)
-    out = run_child([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+    out = run_child([*judges.check_cmd(), "--spec", str(tmp_path / "spec.json"),
                      "--candidate", str(tmp_path / "cand.py"), "--champion", str(SPEC.baseline),
                      "--mode", "interpret", "--draws", "1", "--backend", "synthetic", *extra],
                     240, cwd=str(tmp_path))

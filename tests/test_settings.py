@@ -76,9 +76,7 @@ def test_no_module_parses_the_environment_itself():
 
 
 def test_readme_environment_table_is_the_settings_table_each_variable_once():
-    # README's table, or a draft's whole replacement for it not wired in yet (docs/drafts/*.md)
-    docs = [(ROOT / "README.md").read_text(), *(p.read_text() for p in sorted((ROOT / "docs" / "drafts").glob("*.md")))]
-    readme = [d for d in docs if "## Environment variables" in d][-1]
+    readme = (ROOT / "README.md").read_text()
     section = readme.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
     rows = [ln for ln in section.splitlines() if ln.startswith("| `")]
     assert rows == settings.readme_table()
