@@ -38,13 +38,13 @@ import decision  # noqa: E402
 from spec import load_spec  # noqa: E402
 
 
-def make(mode: str, checker_args: list[str]):
+def make(mode: str, checker_args: list[str], judge: str | None = None):
     if mode == "gpu":
         from backends.local import LocalBackend, cuda_visible
         ok, why = cuda_visible()
         if not ok:
             raise SystemExit(f"error: --mode gpu needs a CUDA GPU ({why}); try --mode interpret")
-        return LocalBackend(device=why.split(": ", 1)[-1], extra_args=tuple(checker_args))
+        return LocalBackend(device=why.split(": ", 1)[-1], extra_args=tuple(checker_args), judge=judge)
     from backends.local import SyntheticBackend
     return SyntheticBackend(seed=0)
 

@@ -2,7 +2,9 @@
 """A/A of record: each decision its own judge job, as the loop runs them.
 
 A copy of the spec's baseline is judged against the baseline N times, every time in a fresh
-LocalBackend job (a new judge, two new workers, new arenas wherever the allocator puts them),
+LocalBackend job (two new workers, new arenas wherever the allocator puts them; with the warm
+judge, the local backend's default, one judge process for all jobs, the candidate's worker fresh
+every job and the champion's kept: `--judge cold` for a new judge every job),
 and decided by decision.decide with the spec's bar. Every promotion is false. Unlike
 `judge_validation.py --aa` (N rounds inside ONE judge job: the same two workers and the same
 arena placement for all N, the very thing that once biased the A/B by -1.6%), this samples the
@@ -85,10 +87,12 @@ def main(argv=None) -> int:
     ap.add_argument("--checker-args", default="--draws 1",
                     help="extra checker flags for --mode gpu (default '--draws 1': one input draw "
                          "per shape for correctness; timing is unchanged)")
+    ap.add_argument("--judge", choices=["warm", "warm-fresh", "cold"], default=None,
+                    help="--mode gpu: KERNLOOP_JUDGE for these jobs (default: the setting, warm)")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
     spec = load_spec(ROOT / a.spec if not Path(a.spec).is_absolute() else a.spec)
-    backend = make(a.mode, shlex.split(a.checker_args))
+    backend = make(a.mode, shlex.split(a.checker_args), a.judge)
     min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop.get("sigma", 2.0))
     t0 = time.monotonic()
     jobs = []
@@ -96,7 +100,8 @@ def main(argv=None) -> int:
                    "job (fresh judge, workers and arenas); every promotion is false",
            "mode": a.mode, "synthetic": backend.synthetic, "spec": spec.name,
            "champion": spec.baseline.name, "rule": {"min_gain": min_gain, "sigma": sigma},
-           "checker_args": a.checker_args, "jobs_asked": a.jobs, "max_minutes": a.max_minutes}
+           "checker_args": a.checker_args, "jobs_asked": a.jobs, "max_minutes": a.max_minutes,
+           "judge": getattr(backend, "judge", None)}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         champ, copy = work / "champion.py", work / "copy.py"
@@ -113,6 +118,7 @@ def main(argv=None) -> int:
             if (i + 1) % 10 == 0:   # a call cut short still brings its jobs back
                 record.write(a.out, {**doc, "summary": summarize(jobs), "detail": jobs,
                                      "wall_s": round(time.monotonic() - t0, 1)})
+    getattr(backend, "close", lambda: None)()   # a warm judge and its workers end here
     doc.update(summary=summarize(jobs), detail=jobs, wall_s=round(time.monotonic() - t0, 1),
                device=getattr(backend, "device", None))
     record.write(a.out, doc, [sys.argv[0], *(argv or sys.argv[1:])])

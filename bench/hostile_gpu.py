@@ -31,6 +31,9 @@ def main():
     ap.add_argument("--out", default="results/hostile_gpu.json")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--only", default="", help="comma list of case names (default: all)")
+    ap.add_argument("--judge", choices=["warm", "warm-fresh", "cold"], default=None,
+                    help="KERNLOOP_JUDGE for the cases (default: the setting, warm: one warm judge "
+                         "for all cases, as a run has)")
     a = ap.parse_args()
     spec = load_spec(ROOT / "specs" / "matmul.yaml")
     base = spec.baseline.read_text()
@@ -43,7 +46,7 @@ def main():
     run = Path(tempfile.mkdtemp()) / "run"
     (run / "candidates").mkdir(parents=True)
     (run / "baseline.py").write_text(base)
-    backend = LocalBackend(device="local", timeout_s=a.timeout)
+    backend = LocalBackend(device="local", timeout_s=a.timeout, judge=a.judge)
     st = State()
     st.champion_profile = {"mean_ms": None}
     prop = Scripted(items)
@@ -70,10 +73,11 @@ def main():
                      "champion_after": st.champion_id, "wall_s": round(time.monotonic() - t0, 2),
                      "aten_ops": res.get("aten_ops"), "wall_probe_ms": res.get("wall_probe_ms")})
         print(f"{name:<32} {rows[-1]['verdict']:<9} {rows[-1]['reason'][:110]}", file=sys.stderr, flush=True)
-        out = {"argv": sys.argv, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows,
+        out = {"argv": sys.argv, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows, "judge": backend.judge,
                "champion_final": st.champion_id}
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         record.write(a.out, out)   # after every case: nothing lost to a limit
+    backend.close()   # a warm judge and its workers end here
     print("\n== hostile on GPU ==")
     for r in rows:
         mark = "ok " if (r["case"].startswith("baseline") and r["verdict"] in ("promoted", "rejected")) or \

@@ -177,7 +177,8 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="comma list of sections to skip")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
-    res = {"argv": sys.argv, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    res = {"argv": sys.argv, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+           "judge": LocalBackend().judge}   # KERNLOOP_JUDGE: warm (default), warm-fresh or cold
     out = Path(a.out)
 
     def section(name, f):

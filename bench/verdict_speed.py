@@ -2,13 +2,14 @@
 """Verdicts at the speed of the GPU (issue 25): the warm judge beside the cold path, measured.
 
   main (default)  the default main command, `python orchestrator.py --spec specs/matmul.yaml`
-                  (30 tuner candidates, the baseline and final jobs included), run cold
-                  (KERNLOOP_JUDGE=cold: one checker process per job, the second look inside it),
-                  then warm with an empty cache, then warm again (the baseline's peers and
-                  profile from the cache the first warm run wrote). From each run's own log:
-                  wall per rejected and per promoted candidate (its job, request to answer; the
-                  cold job's in-job second look taken out and reported apart), the baseline and
-                  final jobs, the second looks logged after their decision, the command's wall.
+                  (30 tuner candidates, the baseline and final jobs included), run warm
+                  (KERNLOOP_JUDGE=warm, the default), then cold (KERNLOOP_JUDGE=cold: one checker
+                  process per job, the second look inside it) in the same call; --cached adds a
+                  third, warm again (the baseline's peers and profile from the cache the first
+                  warm run wrote). From each run's own log: wall per rejected and per promoted
+                  candidate (its job, request to answer; the cold job's in-job second look taken
+                  out and reported apart), the baseline and final jobs, the second looks logged
+                  after their decision, the command's wall.
   llm             a loopback LLM (tests/loopback_openai.py) answering after --llm-seconds with
                   distinct CONFIG rewrites of the baseline, `--parallel K` on one GPU for
                   --minutes each: decided iterations per hour, and the fraction of the wall from
@@ -18,16 +19,21 @@
                   (power), through one warm judge; --judges warm warm-fresh cold: the kept
                   champion's worker, a fresh champion worker every job, and the cold path.
 
-  python bench/verdict_speed.py --out $OUT/verdict_speed.json                  # H200, ~7 min
+Each call starts nothing that would end past --budget-min (default 8.5: a device call is
+limited to 10 minutes); what was skipped is in the JSON. On the H200 (one call each):
+
+  python bench/verdict_speed.py --out $OUT/verdict_main.json                   # warm + cold, ~6 min
   python bench/verdict_speed.py --mode llm --ks 1 4 --minutes 3 --out $OUT/verdict_llm.json
-  python bench/verdict_speed.py --mode aa --n 100 --judges warm warm-fresh cold --out $OUT/verdict_aa.json
+  python bench/verdict_speed.py --mode aa --n 100 --kinds aa --out $OUT/verdict_aa.json
+  python bench/verdict_speed.py --mode aa --n 60 --kinds power --out $OUT/verdict_power.json
   python bench/verdict_speed.py --cpu --mode aa --n 6 --out /tmp/v_aa.json      # CPU smoke
   python bench/verdict_speed.py --cpu --iterations 3 --out /tmp/v_main.json     # CPU smoke
 
 --cpu runs the same paths in the Triton interpreter with the A/B on the host clock (the local
 backend's `interpret-timed` mode; a reduced spec: one check shape, 6 reps): a smoke of this
 script and of the warm judge's A/A on the CPU, never a measurement of a GPU.
-Every JSON carries the commit, versions, device and command; a short table is printed last.
+Every JSON carries bench/record.py's record (the commit: KERNLOOP_BENCH_COMMIT where the tree has
+no .git, versions, device, command); a short table is printed last.
 """
 from __future__ import annotations
 
@@ -46,6 +52,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from bench import record  # noqa: E402  (commit from KERNLOOP_BENCH_COMMIT, versions, device, command)
 
 CLEAN = ("KERNLOOP_", "TAVILY_", "NVIDIA_API_KEY")
 
@@ -54,27 +61,17 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def provenance(argv) -> dict:
-    def git(*a):
-        try:
-            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        except OSError:
-            return None
-    v = {"python": platform.python_version()}
-    for mod in ("torch", "triton"):
-        try:
-            v[mod] = __import__(mod).__version__
-        except Exception:   # noqa: BLE001 - a label
-            v[mod] = None
+def device_name() -> str | None:
     try:
         import torch
-        device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.machine()})"
-    except Exception:   # noqa: BLE001
-        device = None
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain")),
-            "versions": v, "device": device, "cpus": os.cpu_count(),
-            "command": "python bench/verdict_speed.py " + " ".join(argv),
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.machine()})"
+    except Exception:   # noqa: BLE001 - a label
+        return None
+
+
+def left_s(a) -> float:
+    """Seconds left of this call's --budget-min (a device call is limited to 10 minutes)."""
+    return a.deadline - time.monotonic()
 
 
 # ---------------------------------------------------------------- reading a run's log
@@ -179,14 +176,18 @@ def main_mode(a) -> list[dict]:
     spec = str(cpu_spec(tmp)) if a.cpu else "specs/matmul.yaml"
     extra = ["--spec", spec] + (["--iterations", str(a.iterations)] if a.iterations else [])
     plan = [(judge, judge, tmp / judge) for judge in a.judges]
-    if "warm" in a.judges:   # again, into the same runs folder: the baseline's look from its cache
-        plan.insert(plan.index(("warm", "warm", tmp / "warm")) + 1, ("warm, cached", "warm", tmp / "warm"))
+    if "warm" in a.judges and a.cached:   # again, into the same runs folder: the baseline's look from its cache
+        plan.append(("warm, cached", "warm", tmp / "warm"))
     rows = []
     for label, judge, out in plan:
+        if left_s(a) < 60:
+            rows.append({"variant": label, "skipped": f"{a.budget_min} min budget of this call spent"})
+            log(f"main: {label} skipped (budget)")
+            continue
         out.mkdir(exist_ok=True)
         log(f"main: {label} ...")
         try:
-            run, wall, cmd, tail = run_loop(judge, out, extra, {}, a.cpu, a.timeout)
+            run, wall, cmd, tail = run_loop(judge, out, extra, {}, a.cpu, min(a.timeout, left_s(a)))
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             rows.append({"variant": label, "error": str(e)[-2000:]})
             log(f"main: {label} failed: {str(e)[-300:]}")
@@ -215,8 +216,11 @@ def llm_mode(a) -> list[dict]:
                 extra = ["--spec", spec, "--proposer", "llm", "--parallel", str(k), "--iterations", "1000",
                          "--max-minutes", str(a.minutes), "--quiet"]
                 log(f"llm: {judge} judge, K={k}, {a.minutes} min ...")
+                if left_s(a) < a.minutes * 60 + 30:
+                    rows.append({"variant": f"{judge} K={k}", "skipped": f"{a.budget_min} min budget spent"})
+                    continue
                 try:
-                    run, wall, cmd, _ = run_loop(judge, out, extra, env, a.cpu, a.timeout)
+                    run, wall, cmd, _ = run_loop(judge, out, extra, env, a.cpu, min(a.timeout, left_s(a)))
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     rows.append({"variant": f"{judge} K={k}", "error": str(e)[-2000:]})
                     continue
@@ -255,6 +259,8 @@ def aa_mode(a) -> list[dict]:
                     continue
                 ds, walls, t0 = [], [], time.monotonic()
                 for i in range(a.n):
+                    if left_s(a) < 30:
+                        break
                     t = time.monotonic()
                     res = be.evaluate(spec, cand, champ, tmp / judge / f"{kind}{i:03d}")
                     walls.append(time.monotonic() - t)
@@ -287,8 +293,8 @@ def table(mode: str, rows: list[dict]) -> str:
                f"{'sights':>8}{'gpu frac':>9}"
         lines = [head]
         for r in rows:
-            if "error" in r:
-                lines.append(f"{r['variant']:<20} error: {r['error'][:80]}")
+            if "error" in r or "skipped" in r:
+                lines.append(f"{r['variant']:<20} {r.get('error') or r['skipped']}"[:100])
                 continue
             sights = f"{sum(s['status'] == 'landed' for s in r['sights'])}/{len(r['sights'])}"
             frac = r["gpu_timing_s"] / r["wall_s"] if r["wall_s"] else 0
@@ -298,7 +304,7 @@ def table(mode: str, rows: list[dict]) -> str:
     if mode == "llm":
         lines = [f"{'variant':<14}{'decided':>8}{'per hour':>10}{'gpu timing frac':>16}"]
         for r in rows:
-            lines.append(f"{r['variant']:<14}" + ("  error" if "error" in r else
+            lines.append(f"{r['variant']:<14}" + ("  error" if "error" in r else "  skipped" if "skipped" in r else
                          f"{r['iterations']:>8}{_f(r['decided_per_hour'], 10)}{_f(r['gpu_timing_fraction'], 16)}"))
         return "\n".join(lines)
     lines = [f"{'variant':<14}{'promoted':>10}{'med gain (median)':>19}{'med gain (mean)':>17}{'job med s':>10}"]
@@ -328,16 +334,23 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=100, help="aa: jobs per A/A and per power test")
     ap.add_argument("--kinds", nargs="+", default=["aa", "power"], choices=["aa", "power"])
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per loop run")
+    ap.add_argument("--budget-min", type=float, default=8.5,
+                    help="start nothing that would end after this many minutes of the call (a device "
+                         "call is limited to 10); what was skipped is in the JSON")
+    ap.add_argument("--cached", action="store_true",
+                    help="main: a third run, warm again into the same runs folder (the baseline's "
+                         "second look from the cache the first warm run wrote)")
     ap.add_argument("--cpu", action="store_true", help="the interpreter on the CPU (a smoke, see above)")
     a = ap.parse_args(argv)
-    a.judges = a.judges or {"main": ["cold", "warm"], "llm": ["warm"], "aa": ["warm"]}[a.mode]
-    doc = {"bench": "verdict_speed", "mode": a.mode, **provenance(argv),
+    a.deadline = time.monotonic() + a.budget_min * 60
+    a.judges = a.judges or {"main": ["warm", "cold"], "llm": ["warm"], "aa": ["warm"]}[a.mode]
+    doc = {"bench": "verdict_speed", "mode": a.mode, "device_name": device_name(), "cpus": os.cpu_count(),
            "cpu_smoke": a.cpu, "note": "--cpu: interpreter and host clock, not a measurement" if a.cpu else None}
-    rows = {"main": main_mode, "llm": llm_mode, "aa": aa_mode}[a.mode](a)
-    doc["rows"] = rows
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    print(f"\n== verdict_speed ({a.mode}{', CPU smoke' if a.cpu else ''}) on {doc['device']} at {doc['commit']} ==")
+    doc["rows"] = {"main": main_mode, "llm": llm_mode, "aa": aa_mode}[a.mode](a)
+    record.write(a.out, doc, [sys.argv[0], *argv], default=str)
+    rows = doc["rows"]
+    print(f"\n== verdict_speed ({a.mode}{', CPU smoke' if a.cpu else ''}) on {doc['device_name']} at "
+          f"{doc['record']['commit']} ==")
     print(table(a.mode, rows))
     return 0
 
