@@ -128,6 +128,9 @@ _VARS = [
     Var("KERNLOOP_TEST_SEAM", ("", "arbitrary-python"), "", "tests and benches only: the checker "
         "loads kernel files with the audit hook disarmed so its OS layers meet arbitrary code; the "
         "loop never passes it to a checker and refuses a result line that carries it"),
+    Var("KERNLOOP_TEST_JUDGE", ("warm", "cold"), "warm", "tests only: the judge the checker tests "
+        "(hostile, identity, containment) run, `warm` (default: checker/serve.py through "
+        "tests/warm_check.py) or `cold` (checker/check.py, one process per job)"),
     Var("KERNLOOP_PYCACHE", ("0", "1"), "1", "`0` leaves Python's bytecode settings of checker "
         "children alone. By default, where torch's bytecode is not kept (`PYTHONDONTWRITEBYTECODE` "
         "set, or a read-only install) the children write it under "

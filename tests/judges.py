@@ -3,7 +3,6 @@ tests/warm_check.py), the default path of the local backend, unless KERNLOOP_TES
 (checker/check.py, one process per job)."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -12,7 +11,8 @@ WARM_CHECK = Path(__file__).resolve().parent / "warm_check.py"
 
 
 def warm() -> bool:
-    return os.environ.get("KERNLOOP_TEST_JUDGE", "warm") != "cold"
+    import settings
+    return settings.get("KERNLOOP_TEST_JUDGE") != "cold"
 
 
 def check_cmd(checker_dir: Path | None = None) -> list[str]:
