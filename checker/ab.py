@@ -72,7 +72,8 @@ class TimedSets:
         self.place(side)
         self.sync()
         s = self.slots[side.role]
-        if side.loaded:
+        if side.loaded:   # a kept worker, already under its own user id where it has one
+            side.arena.give(getattr(side.w, "uid", -1))
             side.w.send("remap", side.arena.handle())
         else:
             side.w.send("arena", side.arena.handle())

@@ -46,7 +46,7 @@ def spawn(role: str, args, interpret: bool, job_dir: str, hold: bool = False) ->
     extra = worker_flags(args, interpret) + ["--scratch", folder, "--uid", str(uid)] + \
         (["--hold"] if hold else [])
     w = channel.WorkerProc(role, WORKER, env, extra, cwd=folder)
-    w.scratch = folder
+    w.scratch, w.uid = folder, uid
     WORKER_PIDS.add(w.proc.pid)
     return w
 
