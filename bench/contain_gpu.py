@@ -63,6 +63,13 @@ class Bench:
         self.mode = ["--mode", "interpret", "--host-clock"] if a.dry else ["--mode", "gpu"]
         self.n = 0
 
+    def checker(self, d: Path, names: dict) -> list[str]:
+        """check.py (--judge cold), or the same flags through a warm judge from the staged
+        folder (tests/warm_check.py: checker/serve.py, the local backend's default path)."""
+        if self.a.judge == "cold":
+            return [sys.executable, names["check"]]
+        return [sys.executable, str(ROOT / "tests" / "warm_check.py"), "--serve", str(d / "serve.py")]
+
     def left(self) -> float:
         return self.a.budget_s - (time.monotonic() - self.t0)
 
@@ -77,7 +84,7 @@ class Bench:
         names = {k: str(d / f"{k}.py") for k in ("check", "spec", "candidate", "champion")}
         names["spec"] = str(d / "spec.json")
         cmd = [sys.executable, str(STANDIN), str(out), str(timeout), str(d), "seam" if seam else "noseam",
-               "--", sys.executable, names["check"], "--spec", names["spec"], "--candidate",
+               "--", *self.checker(d, names), "--spec", names["spec"], "--candidate",
                names["candidate"], "--champion", names["champion"], *self.mode, "--backend", "local", *args]
         t = time.monotonic()
         p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -289,6 +296,9 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--parts", default="layers,hostile,clock")
     ap.add_argument("--dry", action="store_true", help="CPU: interpreter and host clock")
+    ap.add_argument("--judge", choices=["warm", "cold"], default="warm",
+                    help="warm (default): each job through checker/serve.py, as the local backend "
+                         "runs it; cold: checker/check.py, one process per job")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "contain_gpu.json"))
     a = ap.parse_args()
     b = Bench(a)

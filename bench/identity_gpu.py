@@ -110,15 +110,18 @@ def main() -> int:
         f.write_text(CASES[name][0](base))
         out["real"].append({"case": name, **_child(_WHICH, f)})
         save()
+    backend = LocalBackend(device="local", timeout_s=240)   # the warm judge by default: one for all
+    out["judge"] = backend.judge
     for name in REFUSED:  # 2. the judge refuses each before any call
         f = tmp / f"{name}_cand.py"
         f.write_text(CASES[name][0](base))
         t0 = time.monotonic()
-        r = LocalBackend(device="local", timeout_s=240).evaluate(spec, f, spec.baseline, tmp / f"job_{name}")
+        r = backend.evaluate(spec, f, spec.baseline, tmp / f"job_{name}")
         out["refused"].append({"case": name, "ok": r.get("ok"), "stage": r.get("stage"),
                                "refused_with_reason": not r.get("ok") and expected_in(CASES[name][1], r.get("error")),
                                "error": (r.get("error") or "")[:400], "wall_s": round(time.monotonic() - t0, 2)})
         save()
+    backend.close()
     honest = [spec.baseline, ROOT / "bench/by_hand/matmul.py", ROOT / "bench/by_hand/softmax.py"]
     for f in honest:      # 3. what the check costs a worker
         out["cost"].append({"file": str(f.relative_to(ROOT)), **_child(_COST, f)})
