@@ -147,19 +147,33 @@ def _argv(d: Path, code: str) -> list[str]:
 
 
 def test_a_worker_holds_one_kernel_for_its_whole_life(tmp_path):
-    """worker.py refuses a second `load`: a kept worker can only ever be its own kernel's."""
+    """worker.py refuses a load before its first arena (its late locks), a second arena (the
+    locks are applied once; a kept worker's later arenas come by `remap`), a remap before its
+    first arena and load, and a second `load` ever: a kept worker is only its own kernel's."""
+    import hashlib
+
+    import torch
     sys.path.insert(0, str(ROOT / "checker"))
     import channel
     w = channel.WorkerProc("candidate", str(ROOT / "checker" / "worker.py"), {**os.environ, **INTERPRET},
                            ["--interpret"])
+    arena = channel.Arena(torch, torch.device("cpu"), 1 << 16, folder=str(tmp_path))
     try:
         assert w.reply(120).get("ready")
-        payload = {"path": str(SPEC.baseline), "entry": "matmul"}
-        assert w.call("load", payload, 120).get("ok")
-        second = w.call("load", payload, 120)
-        assert second.get("error") == "this worker already holds a kernel"
+        raw = SPEC.baseline.read_bytes()
+        payload = {"source": raw, "sha256": hashlib.sha256(raw).hexdigest(),
+                   "filename": "<kernloop-test>", "entry": "matmul"}
+        assert "before this worker's arena" in w.call("load", payload, 120)["error"]
+        assert "remap before" in w.call("remap", None, 120)["error"]
+        assert w.call("arena", arena.handle(), 120).get("ok")
+        assert "already mapped" in w.call("arena", arena.handle(), 120)["error"]
+        r = w.call("load", payload, 120)
+        assert r.get("ok"), r
+        assert w.call("load", payload, 120).get("error") == "this worker already holds a kernel"
+        assert w.call("remap", None, 120).get("ok")
     finally:
         w.kill()
+        arena.unlink()
 
 
 def _children(pid: int) -> set[int]:
