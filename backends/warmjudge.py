@@ -58,6 +58,7 @@ class JudgeProcess:
         self.answers: dict[str, dict] = {}
         self.sights: list[dict] = []
         self.hello: dict | None = None
+        self.began: set[str] = set()   # jobs the judge said it started (serve.py: `began`)
         self.dead: str | None = None
         self.lock = threading.Lock()   # one writer of requests at a time
         self.reader = threading.Thread(target=self._read, daemon=True, name="kernloop-judge-answers")
@@ -98,6 +99,8 @@ class JudgeProcess:
             with self.cond:
                 if res.get("kind") == "hello":
                     self.hello = res
+                elif res.get("kind") == "began":
+                    self.began.add(str(res.get("job_id")))
                 elif res.get("kind") == "sight":
                     self.sights.append(res)
                 else:
@@ -228,24 +231,21 @@ class WarmJudges:
         with self.lock:
             self.n += 1
             jid = f"j{self.n}"
-        jp = None
         for attempt in (1, 2):
+            jp = None
             try:
                 jp = self.get(slot, log_dir)
                 jp.take_capture()   # what came before this job is not its
                 jp.send({"op": "job", "id": jid, "argv": argv, "timeout_s": timeout_s})
-                break
-            except JudgeGone as e:   # it died between jobs: this one starts on a new judge
-                if attempt == 2:
-                    return None, "", str(e)
+                return jp.wait_for(jid, timeout_s + ANSWER_GRACE_S), jp.take_capture(), ""
+            except JudgeGone as e:
+                began = jp is not None and jid in jp.began
                 if jp is not None:
-                    jp.kill(jp.dead or "gone before the job")
-        try:
-            res = jp.wait_for(jid, timeout_s + ANSWER_GRACE_S)
-        except JudgeGone as e:
-            jp.kill("did not answer")
-            return None, jp.take_capture(), str(e)
-        return res, jp.take_capture(), ""
+                    jp.kill(jp.dead or "did not answer")
+                # died before it began this job (between jobs): the job runs on a new judge
+                if began or attempt == 2:
+                    return None, jp.take_capture() if jp is not None else "", str(e)
+        return None, "", "unreachable"
 
     def sight(self, slot: str, log_dir: Path, argv: list[str], tag: str, timeout_s: float) -> None:
         jp = self.get(slot, log_dir)

@@ -47,7 +47,8 @@ def warm_lines(p, cids, champion, mode, env):
             judge.stdin.flush()
             while True:
                 line = judge.stdout.readline()
-                if not line or f'"job_id": {json.dumps(cid)}'.encode() in line:
+                if not line or (f'"job_id": {json.dumps(cid)}'.encode() in line
+                                and b'"kind": "began"' not in line):   # its result, not its start
                     break
         except OSError:
             line = b""

@@ -137,6 +137,9 @@ class Server:
     def job(self, req: dict) -> dict:
         t0 = time.monotonic()
         self.jobs += 1
+        # Said first: a judge that dies before this line died between jobs (its client runs the
+        # job again on a new judge); after it, the death is this job's
+        self.emit({"kind": "began", "ok": True, "job_id": req.get("id")})
         try:
             args = J.parse_args([str(a) for a in req.get("argv") or []])
         except SystemExit:

@@ -99,7 +99,8 @@ class Job:
         # the champion is unchanged; the job's folders are gone; nothing planted anywhere
         assert hashlib.sha256((self.dir / "champion.py").read_bytes()).hexdigest() == self.champ_hash
         judge = res["containment"]["judge"]
-        assert judge["left_on_disk"] == [] and not os.path.exists(judge["folder"]), judge
+        folders = judge["folder"] if isinstance(judge["folder"], list) else [judge["folder"]]   # warm: a list
+        assert judge["left_on_disk"] == [] and not any(os.path.exists(f) for f in folders), judge
         assert judge["survivors"] == [], judge
         return res
 

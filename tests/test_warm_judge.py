@@ -378,6 +378,14 @@ def test_a_candidate_is_kept_for_the_next_job_only_when_it_may_be_promoted(tmp_p
     (tmp_path / "a.py").write_text(BASE)
     (tmp_path / "b.py").write_text(BASE)
     (tmp_path / "c.py").write_text(BASE + "\n")
-    keys = [pool.kernel_key(str(tmp_path / n), False, spec) for n in ("a.py", "b.py", "c.py")]
+    import hashlib
+    import types
+
+    def key(name):   # as the judge read the file once: its judged bytes and their sha256
+        raw = (tmp_path / name).read_bytes()
+        args = types.SimpleNamespace(candidate_torch=False,
+                                     sources={"candidate": (raw, hashlib.sha256(raw).hexdigest())})
+        return pool.kernel_key(args, "candidate", spec)
+    keys = [key(n) for n in ("a.py", "b.py", "c.py")]
     assert keys[0] == keys[1] != keys[2]   # the bytes, not the path
-    assert pool.kernel_key(None, True, spec).startswith("torch:")
+    assert pool.kernel_key(types.SimpleNamespace(champion_torch=True), "champion", spec).startswith("torch:")

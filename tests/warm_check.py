@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     for raw in p.stdout:
         if raw.startswith(MARKER):
             res = json.loads(raw[len(MARKER):])
-            if res.get("job_id") == "1":
+            if res.get("job_id") == "1" and res.get("kind") != "began":
                 line = raw
                 break
     try:
