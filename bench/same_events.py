@@ -16,7 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-CLOCK_FIELDS = {"ts", "run_id", "duration_s", "latency_s", "wall_s", "phase_s", "startup_s", "pid"}
+CLOCK_FIELDS = {"ts", "run_id", "duration_s", "latency_s", "wall_s", "phase_s", "startup_s", "pid",
+                "references_ms"}
 DRAWN_FIELDS = {"rel_l2", "floors", "floor_ratio"}   # errors on inputs drawn afresh each run
 
 
