@@ -10,7 +10,7 @@ prints on stdout whatever happens. Exit status 0 means the line was written (pas
   python checker/judge.py --spec spec.json (--candidate cand.py | --candidate-torch)
          (--champion champ.py | --champion-torch) [--mode gpu|interpret] [--no-timing]
          [--flush read|rotate|zero|none] [--draws 3] [--warmup N] [--reps N] [--rounds 1]
-         [--min-warm-ms 50] [--settle-us 200] [--no-prewarm] [--profile] [--backend NAME]
+         [--min-warm-ms 50] [--settle-cycles 500000] [--no-prewarm] [--profile] [--backend NAME]
          [--synthetic] [--peers] [--profile-kernel] [--host-clock] [--contain M] [--layers L]
 
 --peers and --profile-kernel (GPU) add the spec's peers, timed in the judge, and the candidate's
@@ -62,7 +62,7 @@ def _phase(result: dict, name: str) -> None:
 
 def worker_cmd_extra(args, interpret: bool) -> list[str]:
     return (["--interpret"] if interpret else []) + ["--flush", args.flush,
-                                                    "--settle-us", str(args.settle_us)]
+                                                    "--settle-cycles", str(args.settle_cycles)]
 
 
 class Side:
@@ -317,7 +317,7 @@ def second_look(torch, spec, args, result, cand, timed, device, ref_dtype) -> No
                 raise RuntimeError(f"candidate worker: {str(r['error'])[:300]}")
             return r.get("profile") if isinstance(r.get("profile"), dict) else {"error": "no profile"}
         xs = timed.cur[0]
-        flush = timing.Flusher(torch, device, args.flush, settle_us=args.settle_us)
+        flush = timing.Flusher(torch, device, args.flush, settle_cycles=args.settle_cycles)
         sight.look_split(torch, spec, result, kernel_call, profile_call, xs, flush,
                          V.reference(torch, spec, xs, ref_dtype), timing.summarize, args.peers,
                          args.profile_kernel and not args.candidate_torch, args.spec,
@@ -403,8 +403,9 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=None)
     p.add_argument("--rounds", type=int, default=1,
                    help="benchmarks: N whole A/B rounds between the same two workers (default 1)")
-    p.add_argument("--settle-us", type=float, default=timing.SETTLE_US,
-                   help="GPU spin after each flush, covering the host's launch work (0: none)")
+    p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
+                   help="GPU spin after each flush, in clock cycles, the same for both workers: it "
+                        "covers the host's launch work (0: none)")
     p.add_argument("--no-prewarm", dest="prewarm", action="store_false",
                    default=os.environ.get("KERNLOOP_PREWARM", "1") != "0",
                    help="compile shape by shape instead of all at once (default from "
