@@ -17,7 +17,7 @@ import yaml
 
 import contract
 from errors import ArgParser
-from onramp.draft import ELEM_BYTES, Draft, OnrampError
+from onramp.draft import ELEM_BYTES, Draft, OnrampError, tensor_bytes
 from spec import SpecError, load_spec
 
 DTYPE_ALIASES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
@@ -30,6 +30,7 @@ EXTRA_SYMBOLS = ["K", "L", "P", "Q", "R", "S", "T"]    # --extra sizes matching 
 PROBES = ([5, 7, 11, 13, 17, 19, 3, 2], [23, 29, 31, 37, 41, 43, 47, 53])   # distinct per symbol
 CHECK_ELEMENTS = 20_000      # largest input of an interpreter check shape (CPU seconds)
 CHECK_VALUES = [37, 29, 45, 11, 5, 3, 3, 3]
+PROBE_BUDGET = 2**30         # bytes of inputs (and as much output) of one probe of the reference on the CPU
 
 
 # ---------------------------------------------------------------- parsing arguments
@@ -163,6 +164,13 @@ def _run_reference(d: Draft, sizes: dict, flops=False, perturb=False):
     import torch
 
     from checker.validate import make_inputs, reference_callable
+    shape = "x".join(map(str, sizes.values()))
+    if tensor_bytes(d, None, sizes) > PROBE_BUDGET:   # sizes that are no symbol are large
+        at = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        raise OnrampError(f"probing the reference at {at} (KernLoop runs it at small sizes to find "
+                          f"the output's shape and the flops) needs {tensor_bytes(d, None, sizes) / 1e9:.1f} "
+                          f"GB of inputs and output, over new's {PROBE_BUDGET / 2**30:.0f} GiB bound for a "
+                          "probe on the CPU: make the large fixed sizes module constants, or smaller")
     cs = _checker_spec(d)
     dt = lambda n: torch.int64 if n.startswith("int") else torch.float32   # noqa: E731
     xs = make_inputs(torch, cs, sizes, torch.device("cpu"), dt, 1234)
@@ -181,15 +189,23 @@ def _run_reference(d: Draft, sizes: dict, flops=False, perturb=False):
                 ys[k].view(-1)[0] += 0.5
                 return int((fn(*ys) != out).sum()), out.numel(), xs[k].numel()
     except Exception as e:   # noqa: BLE001 - the user's reference: report it, do not crash
-        shape = "x".join(map(str, sizes.values()))
         why = ("KernLoop runs it at small sizes to find the output's shape and the flops"
                if d.write_file else "every required parameter is given a tensor; fix the others in a "
                "function of your own, e.g. def f(x): return torch.softmax(x, -1)")
         raise OnrampError(f"the reference {d.reference} fails on inputs of sizes {shape} ({why}): "
-                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}{_fixed_bounds(d)}") from None
     if not isinstance(out, torch.Tensor):
         raise OnrampError(f"the reference {d.reference} returns {type(out).__name__}, not one tensor")
     return out
+
+
+def _fixed_bounds(d: Draft) -> str:
+    """Why a reference may fail at other sizes: an integer input drawn up to a fixed number (an
+    index into a size the spec varies must be drawn up to that size's constant)."""
+    fixed = [i for i in d.inputs if i.get("dist") == "randint" and not isinstance(i.get("high"), str)]
+    return "".join(f"; input {i['name']} is drawn by randint up to {i['high']}, a number and not a "
+                   "size constant: if it indexes a size, draw it up to that size's module constant "
+                   "(e.g. torch.randint(0, num_classes, ...))" for i in fixed[:1])
 
 
 def _probe(d: Draft, k: int) -> dict:
@@ -243,15 +259,17 @@ def guess_model(d: Draft, degree: int) -> str:
 # ---------------------------------------------------------------- shapes and cost
 
 def _fit(vals: dict, d: Draft, cap: int) -> dict:
-    """Halve (odd) the largest size until every input has at most `cap` elements."""
+    """Halve (odd) the largest size until every input has at most `cap` elements, or every size is
+    down to 3 (fixed sizes that are no symbol, a 3x224x224 image, may keep an input over `cap`)."""
     vals = dict(vals)
     def biggest():
         return max(math.prod(vals[x] if isinstance(x, str) else x for x in i["shape"]) for i in d.inputs)
     while biggest() > cap:
         s = max(vals, key=vals.get)
-        if vals[s] <= 2:
+        half = max(2, vals[s] // 2) | 1
+        if half >= vals[s]:
             break
-        vals[s] = max(2, vals[s] // 2) | 1
+        vals[s] = half
     return vals
 
 
@@ -290,10 +308,6 @@ def bytes_formula(d: Draft, out_shape: list) -> str:
     return " + ".join(terms)
 
 
-def tensor_bytes(d: Draft, out_shape: list, sizes: dict) -> int:
-    return sum(ELEM_BYTES[dt] * math.prod(sizes[x] if isinstance(x, str) else x for x in shape)
-               for shape, dt in [(i["shape"], i.get("dtype", d.dtype)) for i in d.inputs]
-               + [(out_shape, d.dtype)])
 
 
 # ---------------------------------------------------------------- the baseline
