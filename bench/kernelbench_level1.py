@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run `orchestrator.py new --from-kernelbench` on KernelBench problem files, each under a memory cap and a timeout, and print one markdown row per problem (the list of docs/kernelbench.md).
+"""Run `orchestrator.py new --from-kernelbench` on KernelBench problem files under a memory cap and a timeout, one markdown row each (docs/kernelbench.md).
 
   python3 bench/kernelbench_level1.py DIR_OF_LEVEL1_FILES [--only 7 8 9] [--mem-gb 6] [--timeout 600]
 
