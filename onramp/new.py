@@ -174,8 +174,8 @@ def _run_reference(d: Draft, sizes: dict, flops=False, perturb=False, meta=False
                                                 else torch.float32) for i in d.inputs], flops)
         except Exception:   # noqa: BLE001 - an op without a meta kernel: run it on the CPU
             pass
-    at = ", ".join(f"{k}={v}" for k, v in sizes.items())
     if tensor_bytes(d, None, sizes) > PROBE_BUDGET:   # sizes that are no symbol are large
+        at = ", ".join(f"{k}={v}" for k, v in sizes.items())
         raise OnrampError(f"probing the reference at {at} (KernLoop runs it at small sizes to find "
                           f"the output's shape and the flops) needs {tensor_bytes(d, None, sizes) / 1e9:.1f} "
                           f"GB of inputs and output, over new's {PROBE_BUDGET / 2**30:.0f} GiB bound for a "

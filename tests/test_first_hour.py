@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -127,6 +128,19 @@ def test_fixed_sizes_over_the_interpreters_budget_keep_the_smallest_check_shape(
     assert s.check_shapes == [{"batch_size": 3}] and s.shapes[0] == {"batch_size": 256}
     xs, ref = reference_at(s, {"batch_size": 2})
     assert torch.allclose(ref, torch.nn.functional.conv2d(xs[0], xs[1], xs[2], stride=4, padding=2), atol=1e-4)
+
+
+def test_a_3d_convolution_is_probed_on_the_meta_device_not_in_gigabytes(tmp_path):
+    """KernelBench #77 at the second probe sizes (23x29x31x37x41) made a 2.3 GB output on the CPU
+    (minutes, or killed): under a 4 GiB address-space cap `new` now answers with the real reason."""
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+    p = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "new", "kb77", "--from-kernelbench",
+                        str(KB / "kb77_conv_transposed_3d.py"), "--dir", str(tmp_path)], cwd=ROOT, text=True,
+                       capture_output=True, timeout=600, preexec_fn=cap, env={**NO_KEYS, "OPENBLAS_NUM_THREADS": "1"})
+    (line,) = p.stderr.splitlines()
+    assert p.returncode == 2 and "an output size (23, then 63 at other input sizes)" in line, line
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_several_inputs_init_inputs_and_a_derived_constant(kb):
