@@ -15,7 +15,9 @@ import logging
 import platform
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from standing import briefing
 import contract
@@ -31,11 +33,13 @@ from loop.finaljob import final_job, final_summary
 from loop.state import State
 from loop.iteration import candidate_event, evaluate_judged, proposal_context, run_iteration
 from loop.runfolder import RunFolderError, check_baseline, judge_baseline, start_run, write_judged_copy
-from spec import load_spec
+from spec import Spec, load_spec
 from loop import terminal
 from loop.terminal import baseline_line, status_line
 from trajectory import RunLog, end_run
 from propose.tuner import Tuner
+from propose.proposer import Proposer
+from backends.local import Backend
 
 
 # ---------------------------------------------------------------- setup
@@ -125,33 +129,92 @@ def versions() -> dict:
 
 # ---------------------------------------------------------------- main
 
+@dataclass
+class Run:
+    """One run's parts, made once by `open_run`; the loop's steps below read them and the state."""
+
+    args: argparse.Namespace
+    spec: Spec
+    run_dir: Path
+    log: RunLog
+    st: State
+    backend: Backend
+    backend_why: str
+    proposer: Proposer
+    proposer_note: str
+    researcher: research.Researcher | None
+    say: Callable[[str], None]
+    budget: int
+    patience: int
+    min_gain: float
+    sigma: float
+    parallel: int
+    batch: int
+    resume_events: list[dict]
+    before_s: float = 0.0            # the earlier parts' wall time (--resume)
+    interruptions: list[dict] = field(default_factory=list)
+    t_start: float = field(default_factory=time.monotonic)
+    fatal: str | None = None         # set by `record`: the run ends on it
+
+    @property
+    def tuner(self) -> Tuner | None:
+        return self.proposer if isinstance(self.proposer, Tuner) else None
+
+    @property
+    def many(self) -> bool:   # else the one-at-a-time loop, exactly as before
+        return self.parallel > 1 or self.batch > 1
+
+    def duration_s(self) -> float:
+        return self.before_s + time.monotonic() - self.t_start
+
+
 def loop(args) -> int:
-    settings.validate()   # every variable the run may read, before any run folder exists
-    resume_events: list[dict] = []
-    if args.resume:
-        run_dir = Path(args.resume).resolve()
-        try:
-            resume_events, rs = resume.load(run_dir)
-            spec = load_spec(resume.spec_path(rs, run_dir))
-        except resume.ResumeError as e:
-            raise KernLoopError(str(e)) from None
-        args.backend, args.seed = rs["backend"], rs.get("seed", 0)
-        args.iterations = rs.get("iterations") if args.iterations is None else args.iterations
-        args.proposer = rs.get("proposer_choice", "auto")
-        args.patience = rs.get("patience") if args.patience is None else args.patience
-        args.parallel = rs.get("parallel", 1) if args.parallel is None else args.parallel
-        args.batch = rs.get("batch", 1) if args.batch is None else args.batch
-        args.max_minutes = rs.get("max_minutes") if args.max_minutes is None else args.max_minutes
-        run_id = rs["run_id"]
-    else:
+    """Open the run, judge its baseline, then one iteration after another until a rule stops it."""
+    run = open_run(args)
+    begin(run)
+    if not run.st.baseline_done:
+        run_baseline(run)
+    if not args.resume and run.researcher is not None:
+        do_research(run, "start")
+        render_page(run.run_dir)
+    if run.many:   # up to `parallel` candidates in flight, `batch` per job; ends on a stop rule
+        run_many(run)
+    while not (rule := stop(run)):   # one at a time (with `many`: the rule that ended it is read)
+        secondlook.join(run.backend, run.log, run.st)   # a second look that landed: this prompt has it
+        record(run, *run_iteration(run.st.done + 1, run.st, run.spec, run.proposer, run.backend,
+                                   run.run_dir, run.min_gain, run.sigma))
+    return finish(run, rule)
+
+
+def resolve_spec(args) -> tuple[Spec, str | None, list[dict]]:
+    """The spec, the run id and the earlier events: from the run's log on --resume (its options
+    fill those not given again), else from --spec (its baseline checked first)."""
+    if not args.resume:
         spec = load_spec(args.spec)
         check_baseline(spec)
-    budget = spec.loop["iterations"] if args.iterations is None else args.iterations
-    patience = spec.loop["patience"] if args.patience is None else args.patience
-    min_gain, sigma = float(spec.loop["min_gain"]), float(spec.loop["sigma"])
-    parallel, batch = spec.loop.get("parallel", 1) if args.parallel is None else args.parallel, args.batch or 1
-    many = parallel > 1 or batch > 1   # else the one-at-a-time loop, exactly as before
+        return spec, None, []
+    run_dir = Path(args.resume).resolve()
+    try:
+        resume_events, rs = resume.load(run_dir)
+        spec = load_spec(resume.spec_path(rs, run_dir))
+    except resume.ResumeError as e:
+        raise KernLoopError(str(e)) from None
+    args.backend, args.seed = rs["backend"], rs.get("seed", 0)
+    args.iterations = rs.get("iterations") if args.iterations is None else args.iterations
+    args.proposer = rs.get("proposer_choice", "auto")
+    args.patience = rs.get("patience") if args.patience is None else args.patience
+    args.parallel = rs.get("parallel", 1) if args.parallel is None else args.parallel
+    args.batch = rs.get("batch", 1) if args.batch is None else args.batch
+    args.max_minutes = rs.get("max_minutes") if args.max_minutes is None else args.max_minutes
+    args.run_dir = run_dir
+    return spec, rs["run_id"], resume_events
 
+
+def open_run(args) -> Run:
+    """Everything a run needs before its first event: spec, backend, proposer, researcher, run
+    folder, log, terminal printer, state."""
+    settings.validate()   # every variable the run may read, before any run folder exists
+    spec, run_id, resume_events = resolve_spec(args)
     backend, backend_why = make_backend(args.backend, seed=args.seed)
     args.close_backend = getattr(backend, "close", None)   # whatever way the run ends (run)
     # The same seed on --resume: the tuner's state is rebuilt by replaying its proposals.
@@ -162,156 +225,172 @@ def loop(args) -> int:
     if researcher is not None and resume_events:
         researcher.remember(resume_events)   # never re-send a query this run already sent
     if not args.resume:
-        run_dir = start_run(args, spec)
-        run_id = run_dir.name
-    args.run_dir = run_dir   # for the resume hint on Ctrl-C
+        args.run_dir = start_run(args, spec)
+        run_id = args.run_dir.name
+    run_dir = args.run_dir   # also for the resume hint on Ctrl-C
     log = RunLog(run_dir / "run.jsonl", run_id, backend.name, backend.synthetic)
-    tag = "SYNTHETIC " if backend.synthetic else ""
+    args.tag = "SYNTHETIC " if backend.synthetic else ""
     log_to_file(run_dir / LIBRARY_LOG)   # library logging (the LLM client, httpx): off the terminal
-    say = terminal.printer(tag, quiet=args.quiet)   # every line tagged, within 120 columns
-    args.tag = tag
     if hasattr(backend, "say"):   # the Nebius backend's progress lines (stderr)
-        backend.say = terminal.printer(tag, stream=sys.stderr)
-    say(f"kernloop: {backend_why}")
-    say(f"kernloop: {proposer_note}")
-    tuner = proposer if isinstance(proposer, Tuner) else None
-    if tuner is not None:
-        say("kernloop: research off (the tuner changes numbers only; it reads no notes)")
-    elif researcher is not None:
-        say(f"kernloop: research source: {researcher.source}")
-
+        backend.say = terminal.printer(args.tag, stream=sys.stderr)
     st = State(compulsory_bytes(spec), backend.synthetic)
     st.torch_start = spec.torch_baseline
-    t_start = time.monotonic()
-    before_s, interruptions = resume.previous_parts(resume_events) if resume_events else (0.0, [])
-    if not args.resume:
-        desc = proposer.describe()
-        log.append("run_start", spec=spec.summary(), proposer=desc.get("proposer"),
-                   model=desc.get("model"), endpoint_host=desc.get("endpoint_host"),
-                   proposer_note=proposer_note, proposer_choice=args.proposer,
-                   backend_note=backend_why, device=backend.device, seed=args.seed,
-                   iterations=budget, patience=patience, min_gain=min_gain, sigma=sigma,
-                   max_minutes=args.max_minutes, **({"parallel": parallel, "batch": batch} if many else {}),
-                   argv=sys.argv[1:], versions=versions(),
-                   research=researcher.describe() if researcher else None,
-                   research_note=None if researcher else research.TUNER_NOTE)
+    run = Run(args, spec, run_dir, log, st, backend, backend_why, proposer, proposer_note, researcher,
+              say=terminal.printer(args.tag, quiet=args.quiet),   # every line tagged, within 120 columns
+              budget=spec.loop["iterations"] if args.iterations is None else args.iterations,
+              patience=spec.loop["patience"] if args.patience is None else args.patience,
+              min_gain=float(spec.loop["min_gain"]), sigma=float(spec.loop["sigma"]),
+              parallel=spec.loop.get("parallel", 1) if args.parallel is None else args.parallel,
+              batch=args.batch or 1, resume_events=resume_events)
+    if resume_events:
+        run.before_s, run.interruptions = resume.previous_parts(resume_events)
+    return run
+
+
+def begin(run: Run) -> None:
+    """Say what runs, then log run_start (or, on --resume, replay the log and log resume); from
+    here an interrupt ends the run resumably."""
+    say, st = run.say, run.st
+    say(f"kernloop: {run.backend_why}")
+    say(f"kernloop: {run.proposer_note}")
+    if run.tuner is not None:
+        say("kernloop: research off (the tuner changes numbers only; it reads no notes)")
+    elif run.researcher is not None:
+        say(f"kernloop: research source: {run.researcher.source}")
+    if not run.args.resume:
+        log_run_start(run)
     else:
-        st.replay(resume_events, tuner, run_dir)
-        log.append("resume", after_iteration=st.done, previous=interruptions[-1]["how"],
-                   argv=sys.argv[1:])
-        say(f"kernloop: resuming {terminal.short_path(run_dir)} after iteration {st.done} "
+        st.replay(run.resume_events, run.tuner, run.run_dir)
+        run.log.append("resume", after_iteration=st.done, previous=run.interruptions[-1]["how"],
+                       argv=sys.argv[1:])
+        say(f"kernloop: resuming {terminal.short_path(run.run_dir)} after iteration {st.done} "
             f"(champion {st.champion_id})")
 
     def interrupted(why: str) -> None:   # Ctrl-C or SIGTERM: the run ends, resumable
-        end_run(log, "interrupted", why, **st.end_fields(),
-                duration_s=before_s + time.monotonic() - t_start, interruptions=interruptions)
-        render_page(run_dir)
-    args.on_interrupt = interrupted
-    render_page(run_dir)
+        end_run(run.log, "interrupted", why, **st.end_fields(), duration_s=run.duration_s(),
+                interruptions=run.interruptions)
+        render_page(run.run_dir)
+    run.args.on_interrupt = interrupted
+    render_page(run.run_dir)
 
-    if not st.baseline_done:
-        st.champion_config = contract.read_config((run_dir / "baseline.py").read_bytes())
-        st.champion_sha256 = judge_baseline(run_dir, spec)   # None: the torch reference
-        base = None if st.torch_start else run_dir / "baseline.py"   # None: the torch reference
-        if hasattr(backend, "sight_cache") and settings.get("KERNLOOP_SIGHT_CACHE") == "1":
-            backend.sight_cache = run_dir.parent / ".cache" / "sight"   # the baseline's look, reused
-        sha = st.champion_sha256
-        bres = evaluate_judged(backend, spec, base, base, run_dir / "jobs" / "baseline",
-                               {"candidate": sha, "champion": sha},
-                               configs={"candidate": st.champion_config, "champion": st.champion_config},
-                                **({"peers": True} if getattr(backend, "times_peers", False) else {}))
-        if hasattr(backend, "sight_cache"):
-            backend.sight_cache = None
-        log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
+
+def log_run_start(run: Run) -> None:
+    args, researcher, desc = run.args, run.researcher, run.proposer.describe()
+    run.log.append("run_start", spec=run.spec.summary(), proposer=desc.get("proposer"),
+                   model=desc.get("model"), endpoint_host=desc.get("endpoint_host"),
+                   proposer_note=run.proposer_note, proposer_choice=args.proposer,
+                   backend_note=run.backend_why, device=run.backend.device, seed=args.seed,
+                   iterations=run.budget, patience=run.patience, min_gain=run.min_gain, sigma=run.sigma,
+                   max_minutes=args.max_minutes,
+                   **({"parallel": run.parallel, "batch": run.batch} if run.many else {}),
+                   argv=sys.argv[1:], versions=versions(),
+                   research=researcher.describe() if researcher else None,
+                   research_note=None if researcher else research.TUNER_NOTE)
+
+
+def run_baseline(run: Run) -> None:
+    """The baseline's job: logged; the run ends (exit 2) if it fails, else it is the champion."""
+    st, run_dir, spec, backend = run.st, run.run_dir, run.spec, run.backend
+    st.champion_config = contract.read_config((run_dir / "baseline.py").read_bytes())
+    st.champion_sha256 = judge_baseline(run_dir, spec)   # None: the torch reference
+    base = None if st.torch_start else run_dir / "baseline.py"   # None: the torch reference
+    if hasattr(backend, "sight_cache") and settings.get("KERNLOOP_SIGHT_CACHE") == "1":
+        backend.sight_cache = run_dir.parent / ".cache" / "sight"   # the baseline's look, reused
+    sha = st.champion_sha256
+    bres = evaluate_judged(backend, spec, base, base, run_dir / "jobs" / "baseline",
+                           {"candidate": sha, "champion": sha},
+                           configs={"candidate": st.champion_config, "champion": st.champion_config},
+                           **({"peers": True} if getattr(backend, "times_peers", False) else {}))
+    if hasattr(backend, "sight_cache"):
+        backend.sight_cache = None
+    run.log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
                    candidate_sha256=sha, candidate_config=st.champion_config, result=bres,
                    diagnosis=of_result(bres, "candidate", st.cost) if bres.get("ok") else None)
+    render_page(run_dir)
+    if not bres.get("ok"):
+        run.args.on_interrupt = None
+        end_run(run.log, "baseline_failed", f"baseline failed: {bres.get('error')}", **st.end_fields(),
+                duration_s=run.duration_s(), interruptions=run.interruptions)
         render_page(run_dir)
-        if not bres.get("ok"):
-            args.on_interrupt = None
-            why = f"baseline failed: {bres.get('error')}"
-            end_run(log, "baseline_failed", why, **st.end_fields(),
-                    duration_s=before_s + time.monotonic() - t_start, interruptions=interruptions)
-            render_page(run_dir)
-            raise KernLoopError(f"the baseline {spec.baseline} does not pass the checker: "
+        raise KernLoopError(f"the baseline {spec.baseline} does not pass the checker: "
                             f"{bres.get('error')} (run folder: {run_dir})")
-        interrupts.check()
-        st.baseline_done = True
-        st.champion_profile = st.profile_from(bres)
-        st.baseline_mean = st.champion_profile.get("mean_ms")
-        st.stand(bres)
-        say(baseline_line(bres, spec, backend.synthetic, torch=st.torch_start))
-        for text in briefing.peers_lines((st.peers_block or {}).get("peers"), None,
-                                         (st.peers_block or {}).get("skipped")):
-            say(text)
+    interrupts.check()
+    st.baseline_done = True
+    st.champion_profile = st.profile_from(bres)
+    st.baseline_mean = st.champion_profile.get("mean_ms")
+    st.stand(bres)
+    run.say(baseline_line(bres, spec, backend.synthetic, torch=st.torch_start))
+    for text in briefing.peers_lines((st.peers_block or {}).get("peers"), None,
+                                     (st.peers_block or {}).get("skipped")):
+        run.say(text)
 
-    def do_research(trigger: str):
-        if researcher is None:
-            return
-        fields = researcher.research(spec, trigger, list(st.rejections), backend.device)
-        log.append("research", before_iteration=st.done + 1, **fields)
-        if fields.get("notes"):
-            st.notes = fields["notes"]
-        say(f"research ({fields.get('source')}, {trigger}): "
+
+def do_research(run: Run, trigger: str) -> None:
+    fields = run.researcher.research(run.spec, trigger, list(run.st.rejections), run.backend.device)
+    run.log.append("research", before_iteration=run.st.done + 1, **fields)
+    if fields.get("notes"):
+        run.st.notes = fields["notes"]
+    run.say(f"research ({fields.get('source')}, {trigger}): "
             + (f"{len(fields.get('notes') or '')} chars of notes" if fields.get("notes")
                else f"no notes ({fields.get('error')})"))
 
-    if not args.resume and researcher is not None:
-        do_research("start")
-        render_page(run_dir)
 
-    fatal = None
-    max_s = args.max_minutes * 60 if args.max_minutes else None
+def stop(run: Run) -> tuple[str, str] | None:
+    """The rule that ends the run now, if one does."""
+    interrupts.check()   # a signal whose handler was swallowed ends the run here
+    st, max_minutes = run.st, run.args.max_minutes
+    return decision.stop_rule(len(st.seen) if run.many else st.done, run.budget, st.since_promotion,
+                              run.patience, bool(run.tuner and run.tuner.exhausted), run.fatal,
+                              elapsed_s=run.duration_s(), max_s=max_minutes * 60 if max_minutes else None)
 
-    def stop() -> tuple[str, str] | None:
-        interrupts.check()   # a signal whose handler was swallowed ends the run here
-        return decision.stop_rule(len(st.seen) if many else st.done, budget, st.since_promotion,
-                                  patience, bool(tuner and tuner.exhausted), fatal,
-                                  elapsed_s=before_s + time.monotonic() - t_start, max_s=max_s)
 
-    def record(ev: dict, is_fatal: bool) -> None:
-        """Log one decided iteration, learn from it, say it, research if due; then ask for a
-        promoted candidate's second look (it is logged when it lands: secondlook.join)."""
-        nonlocal fatal
-        secondlook.join(backend, log, st)
-        if ev["decision"]["promoted"]:
-            ev["champion_id"] = ev["candidate_id"]
-            ev["champion_mean_ms"] = ev["result"]["candidate"]["mean_ms"]
-        else:
-            ev["champion_id"] = st.champion_id
-            ev["champion_mean_ms"] = st.champion_profile.get("mean_ms")
-        ev["speedup_vs_baseline"] = decision.speedup(st.baseline_mean, ev["champion_mean_ms"])
-        node = ((ev.get("result") or {}).get("backend_meta") or {}).get("node")
-        if node:   # --backend ray: which node ran the job that decided it
-            ev["node"] = node
-        if ev["decision"]["promoted"]:
-            ev["diagnosis"] = of_result(ev["result"], "candidate", st.cost)
-        log.append("iteration", **ev)
-        st.apply(ev, tuner)
-        secondlook.ask(backend, spec, ev, run_dir)
-        say(status_line(ev, len(st.seen), budget, backend.synthetic))
-        if is_fatal:
-            fatal = ev["proposal"].get("error") or "fatal proposer error"
-        elif stop_llm := decision.transport_stop(st.transport_failures, st.refused,
-                                                    st.llm_answered):
-            fatal = stop_llm
-        elif researcher is not None and st.streak and len(st.seen) < budget \
-                and research.research_due(False, st.streak, int(spec.loop["research_after"])):
-            do_research("streak")
-        render_page(run_dir)
+def record(run: Run, ev: dict, is_fatal: bool) -> None:
+    """Log one decided iteration, learn from it, say it, research if due; then ask for a
+    promoted candidate's second look (it is logged when it lands: secondlook.join)."""
+    st = run.st
+    secondlook.join(run.backend, run.log, st)
+    if ev["decision"]["promoted"]:
+        ev["champion_id"] = ev["candidate_id"]
+        ev["champion_mean_ms"] = ev["result"]["candidate"]["mean_ms"]
+    else:
+        ev["champion_id"] = st.champion_id
+        ev["champion_mean_ms"] = st.champion_profile.get("mean_ms")
+    ev["speedup_vs_baseline"] = decision.speedup(st.baseline_mean, ev["champion_mean_ms"])
+    node = ((ev.get("result") or {}).get("backend_meta") or {}).get("node")
+    if node:   # --backend ray: which node ran the job that decided it
+        ev["node"] = node
+    if ev["decision"]["promoted"]:
+        ev["diagnosis"] = of_result(ev["result"], "candidate", st.cost)
+    run.log.append("iteration", **ev)
+    st.apply(ev, run.tuner)
+    secondlook.ask(run.backend, run.spec, ev, run.run_dir)
+    run.say(status_line(ev, len(st.seen), run.budget, run.backend.synthetic))
+    if is_fatal:
+        run.fatal = ev["proposal"].get("error") or "fatal proposer error"
+    elif stop_llm := decision.transport_stop(st.transport_failures, st.refused, st.llm_answered):
+        run.fatal = stop_llm
+    elif run.researcher is not None and st.streak and len(st.seen) < run.budget \
+            and research.research_due(False, st.streak, int(run.spec.loop["research_after"])):
+        do_research(run, "streak")
+    render_page(run.run_dir)
 
-    if many:   # up to `parallel` candidates in flight, `batch` per job; ends on a stop rule
-        from loop import scheduler
-        scheduler.run_many(st, proposer, isinstance(proposer, Tuner), backend, spec, run_dir,
-                           parallel, batch, budget, min_gain, sigma, record, stop, say,
-                           lambda n: proposal_context(n, st, spec, run_dir),
-                           lambda n, ctx, prop, t0: candidate_event(n, ctx, prop, spec, run_dir, t0),
-                           idle=lambda: secondlook.join(backend, log, st))
-    while not (rule := stop()):   # one at a time (with `many`: the rule that ended it is read)
-        secondlook.join(backend, log, st)   # a second look that landed: this prompt has it
-        ev, is_fatal = run_iteration(st.done + 1, st, spec, proposer, backend, run_dir,
-                                     min_gain, sigma)
-        record(ev, is_fatal)
-    args.on_interrupt = None
+
+def run_many(run: Run) -> None:
+    """--parallel/--batch: the scheduler keeps candidates in flight until a stop rule."""
+    from loop import scheduler
+    st, spec, run_dir = run.st, run.spec, run.run_dir
+    scheduler.run_many(st, run.proposer, run.tuner is not None, run.backend, spec, run_dir,
+                       run.parallel, run.batch, run.budget, run.min_gain, run.sigma,
+                       lambda ev, is_fatal: record(run, ev, is_fatal), lambda: stop(run), run.say,
+                       lambda n: proposal_context(n, st, spec, run_dir),
+                       lambda n, ctx, prop, t0: candidate_event(n, ctx, prop, spec, run_dir, t0),
+                       idle=lambda: secondlook.join(run.backend, run.log, st))
+
+
+def finish(run: Run, rule: tuple[str, str]) -> int:
+    """champion.py, the final job, run_end, the page and the runs index, the summary lines."""
+    st, run_dir, backend = run.st, run.run_dir, run.backend
+    run.args.on_interrupt = None
     stopped, why = rule
     if not st.champion_is_torch:   # a torch champion has no kernel file; champion.py is
         try:                         # written only from the bytes that were judged
@@ -319,29 +398,29 @@ def loop(args) -> int:
         except (RunFolderError, OSError) as e:
             print(f"warning: {e}", file=sys.stderr)
     champ_mean = st.champion_profile.get("mean_ms")
-    secondlook.join(backend, log, st)
-    fres = final_job(st, spec, backend, run_dir, log, stopped)
-    if callable(args.close_backend):
-        args.close_backend()   # a warm judge ends here: second looks still waiting are logged dropped
-    secondlook.join(backend, log, st)
+    secondlook.join(backend, run.log, st)
+    fres = final_job(st, run.spec, backend, run_dir, run.log, stopped)
+    if callable(run.args.close_backend):
+        run.args.close_backend()   # a warm judge ends here: second looks still waiting are logged dropped
+    secondlook.join(backend, run.log, st)
     speedup = decision.speedup(st.baseline_mean, champ_mean)
     line = final_summary(st, fres, speedup, backend.synthetic)
-    end_run(log, stopped, why, **st.end_fields(), duration_s=before_s + time.monotonic() - t_start,
-            interruptions=interruptions, final_line=line)
+    end_run(run.log, stopped, why, **st.end_fields(), duration_s=run.duration_s(),
+            interruptions=run.interruptions, final_line=line)
     page_path = render_page(run_dir)
     try:
         import page
         page.render_index(run_dir.parent)   # runs/index.html lists every run
     except Exception as e:  # noqa: BLE001 - the index is a convenience, never fatal
         print(f"warning: runs index not rendered: {e}", file=sys.stderr)
-    out = terminal.printer(tag)   # the summary is printed even with --quiet
+    out = terminal.printer(run.args.tag)   # the summary is printed even with --quiet
     out(f"done: {why}.")
     out(f"{st.champion_id}: {line}" + (" (synthetic run: modeled, not measured)" if backend.synthetic else ""))
     out("champion: the torch reference (no candidate beat it)" if st.champion_is_torch
         else f"champion kernel: {terminal.short_path(run_dir / 'champion.py')}")
     out(f"page: {terminal.short_path(page_path or run_dir / 'trajectory.html')}")
-    if fatal:
-        print(f"error: {tag}{fatal}", file=sys.stderr)   # one line, as every error: (scripts grep it)
+    if run.fatal:
+        print(f"error: {run.args.tag}{run.fatal}", file=sys.stderr)   # one line, as every error: (scripts grep it)
         return 1
     return 0
 

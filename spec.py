@@ -206,6 +206,35 @@ def load_spec(path) -> Spec:
 
 
 def _load(path: Path) -> Spec:
+    """Read the file, then check it section by section, in the order a reader meets them."""
+    raw = _read(path)
+    name, entry, base, dtype, check_dtype = _header(raw, path)
+    inputs, symbols = _inputs(raw, path, dtype)
+    output = _output(raw, path, dtype, symbols)
+    reference = _req(raw, "reference", path, "", str)
+    ref_source, ref_fn = _reference(reference, path)
+    if ref_source is None:
+        _reference_names(reference, [i["name"] for i in inputs], path)
+    for i, inp in enumerate(inputs):   # a randint bound may be a shape symbol
+        for k in ("low", "high"):
+            if isinstance(inp.get(k), str) and inp[k] not in symbols:
+                raise SpecError(path, f"inputs[{i}].{k}", f"symbol {inp[k]!r} is not used by any input")
+    tol, floor_multiple = _tolerance(raw.get("tolerance"), path)
+    shapes = _shapes(raw.get("shapes"), path, "shapes", symbols)
+    check_shapes = _shapes(raw.get("check_shapes", shapes), path, "check_shapes", symbols)
+    cost = _cost(raw, path, shapes[0])
+    timing, loop = _timing(raw, path), _loop(raw, path)
+    model, space, compare, nebius = _extras(raw, path)
+    return Spec(path=path, reference_source=ref_source, reference_fn=ref_fn, compare=dict(compare), nebius={k: str(v) for k, v in nebius.items()}, name=name, description=str(raw.get("description", "")), entry=entry,
+                baseline=base, dtype=dtype, check_dtype=check_dtype,
+                inputs=[_input_entry(i, dtype) for i in inputs], output=output,
+                reference=reference, tolerance=float(tol), shapes=shapes, check_shapes=check_shapes,
+                cost=dict(cost), timing=timing, loop=loop, model=model, search_space=space,
+                floor_multiple=float(floor_multiple))
+
+
+def _read(path: Path) -> dict:
+    """The file as a mapping of known top-level fields."""
     if not path.is_file():
         raise SpecError(path, None, f"spec file not found: {path}")
     try:
@@ -220,7 +249,11 @@ def _load(path: Path) -> Spec:
     unknown = sorted(set(raw) - KNOWN_FIELDS)
     if unknown:   # a typo ("tolerence") must not silently fall back to a default
         raise SpecError(path, unknown[0], f"unknown field (known: {', '.join(sorted(KNOWN_FIELDS))})")
+    return raw
 
+
+def _header(raw: dict, path: Path) -> tuple[str, str, Path | None, str, str]:
+    """name, entry, baseline (None: torch), dtype and check_dtype."""
     name = _req(raw, "name", path, "", str)
     if not isinstance(raw.get("description", ""), str):
         raise SpecError(path, "description", "must be a string")
@@ -240,7 +273,11 @@ def _load(path: Path) -> Spec:
     check_dtype = raw.get("check_dtype", "float16" if dtype == "bfloat16" else dtype)
     if check_dtype not in DTYPES:
         raise SpecError(path, "check_dtype", f"must be one of {DTYPES}, got {check_dtype!r}")
+    return name, entry, base, dtype, check_dtype
 
+
+def _inputs(raw: dict, path: Path, dtype: str) -> tuple[list[dict], list[str]]:
+    """The inputs, and the shape symbols in the order they first appear."""
     inputs = _req(raw, "inputs", path, "", list)
     symbols: list[str] = []
     for i, inp in enumerate(inputs):
@@ -251,25 +288,19 @@ def _load(path: Path) -> Spec:
         n = _req(inp, "name", path, where, str)
         if not n.isidentifier():
             raise SpecError(path, where + "name", f"{n!r} is not a Python identifier")
-        shp = _req(inp, "shape", path, where, list)
-        for s in shp:
+        for s in _req(inp, "shape", path, where, list):
             if not (isinstance(s, str) and s.isidentifier()) and not (isinstance(s, int) and s > 0):
                 raise SpecError(path, where + "shape", f"entries must be symbols or positive ints, got {s!r}")
             if isinstance(s, str) and s not in symbols:
                 symbols.append(s)
         _input_dist(inp, path, where, dtype)
-        scale = inp.get("scale", 1.0)
-        if not _is_num(scale) or not 0 < scale < float("inf"):
-            raise SpecError(path, where + "scale", f"must be a positive number, got {scale!r}")
-        stress = inp.get("stress_scale")
-        if stress is not None and (not _is_num(stress) or not 0 < stress < float("inf")
-                                   or inp.get("dist", "normal") == "randint"):
-            raise SpecError(path, where + "stress_scale", "must be a positive number (floating inputs "
-                            f"only): this input's scale in one more draw per shape, got {stress!r}")
     names = [i["name"] for i in inputs]
     if len(set(names)) != len(names):
         raise SpecError(path, "inputs", f"duplicate input names {names}")
+    return inputs, symbols
 
+
+def _output(raw: dict, path: Path, dtype: str, symbols: list[str]) -> dict:
     output = _mapping(raw, "output", path, OUTPUT_KEYS, required=True)
     oshape = _req(output, "shape", path, "output.", list)
     if output.get("dtype", dtype) not in DTYPES:
@@ -277,16 +308,11 @@ def _load(path: Path) -> Spec:
     for s in oshape:
         if isinstance(s, str) and s not in symbols:
             raise SpecError(path, "output.shape", f"symbol {s!r} is not used by any input")
-    reference = _req(raw, "reference", path, "", str)
-    ref_source, ref_fn = _reference(reference, path)
-    if ref_source is None:
-        _reference_names(reference, names, path)
-    for i, inp in enumerate(inputs):   # a randint bound may be a shape symbol
-        for k in ("low", "high"):
-            if isinstance(inp.get(k), str) and inp[k] not in symbols:
-                raise SpecError(path, f"inputs[{i}].{k}", f"symbol {inp[k]!r} is not used by any input")
+    return {"shape": list(oshape), "dtype": output.get("dtype", dtype)}
 
-    tol = raw.get("tolerance")
+
+def _tolerance(tol, path: Path) -> tuple[float, float]:
+    """(rel_l2, floor_multiple) from `tolerance: X` or `tolerance: {rel_l2: X, floor_multiple: F}`."""
     floor_multiple = 3.0
     if isinstance(tol, dict):
         _known(tol, TOLERANCE_KEYS, path, "tolerance")
@@ -297,42 +323,50 @@ def _load(path: Path) -> Spec:
         tol = tol.get("rel_l2")
     if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not (0 < tol < 1):
         raise SpecError(path, "tolerance", f"must be a rel-L2 number in (0, 1), got {tol!r}")
+    return tol, floor_multiple
 
-    shapes = _shapes(raw.get("shapes"), path, "shapes", symbols)
-    check_shapes = _shapes(raw.get("check_shapes", shapes), path, "check_shapes", symbols)
 
+def _cost(raw: dict, path: Path, first_shape: dict) -> dict:
+    """cost.flops and cost.bytes: formulas that evaluate at the first shape."""
     cost = _mapping(raw, "cost", path, COST_KEYS, required=True)
     for k in ("flops", "bytes"):
         if k not in cost:
             raise SpecError(path, f"cost.{k}", "is required (a formula in the shape symbols)")
         try:
-            _eval_formula(cost[k], shapes[0])
+            _eval_formula(cost[k], first_shape)
         except (ValueError, SyntaxError, ZeroDivisionError) as e:
             raise SpecError(path, f"cost.{k}", str(e)) from None
+    return cost
 
+
+def _timing(raw: dict, path: Path) -> dict:
     timing = {"warmup": 10, "reps": 50, **_mapping(raw, "timing", path, TIMING_KEYS)}
     for k in ("warmup", "reps"):
         if not _is_int(timing[k]) or timing[k] < (0 if k == "warmup" else 3):
             raise SpecError(path, f"timing.{k}", f"must be an integer ({'>= 0' if k == 'warmup' else '>= 3'})")
+    return timing
 
+
+def _loop(raw: dict, path: Path) -> dict:
+    """The loop's settings over settings.LOOP_DEFAULTS."""
     loop = {**LOOP_DEFAULTS, **_mapping(raw, "loop", path, LOOP_KEYS)}
-    if not _is_int(loop["iterations"]) or loop["iterations"] < 0:
-        raise SpecError(path, "loop.iterations", "must be a non-negative integer")
-    if not _is_num(loop["min_gain"]) or not (0 <= loop["min_gain"] < 1):
-        raise SpecError(path, "loop.min_gain", "must be a number in [0, 1)")
-    if not _is_int(loop["research_after"]) or loop["research_after"] < 1:
-        raise SpecError(path, "loop.research_after", "must be a positive integer")
-    if not _is_int(loop["patience"]) or loop["patience"] < 0:
-        raise SpecError(path, "loop.patience", "must be an integer >= 0 (0 = off)")
-    if not isinstance(loop["parallel"], int) or isinstance(loop["parallel"], bool) or loop["parallel"] < 1:
-        raise SpecError(path, "loop.parallel", "must be an integer >= 1 (candidates in flight)")
-    if not _is_num(loop["sigma"]) or not 0 <= loop["sigma"] < 100:
-        raise SpecError(path, "loop.sigma", f"must be a number in [0, 100), got {loop['sigma']!r}")
+    for key, ok, msg in (
+            ("iterations", _is_int(loop["iterations"]) and loop["iterations"] >= 0, "must be a non-negative integer"),
+            ("min_gain", _is_num(loop["min_gain"]) and 0 <= loop["min_gain"] < 1, "must be a number in [0, 1)"),
+            ("research_after", _is_int(loop["research_after"]) and loop["research_after"] >= 1, "must be a positive integer"),
+            ("patience", _is_int(loop["patience"]) and loop["patience"] >= 0, "must be an integer >= 0 (0 = off)"),
+            ("parallel", _is_int(loop["parallel"]) and loop["parallel"] >= 1, "must be an integer >= 1 (candidates in flight)"),
+            ("sigma", _is_num(loop["sigma"]) and 0 <= loop["sigma"] < 100, f"must be a number in [0, 100), got {loop['sigma']!r}")):
+        if not ok:
+            raise SpecError(path, f"loop.{key}", msg)
+    return loop
 
+
+def _extras(raw: dict, path: Path) -> tuple[str, dict, dict, dict]:
+    """The optional sections: the timing model, the tuner's search space, the peers to compare, Nebius settings."""
     model = raw.get("model", "matmul")
     if not isinstance(model, str) or model not in MODELS:
         raise SpecError(path, "model", f"must be one of {MODELS}, got {model!r}")
-
     space = raw.get("search_space") or {}
     if not isinstance(space, dict):
         raise SpecError(path, "search_space", "must be a mapping of CONFIG key -> list of values")
@@ -344,7 +378,6 @@ def _load(path: Path) -> Spec:
         for v in vals:
             if not isinstance(v, (int, float, str, bool)):
                 raise SpecError(path, f"search_space.{k}", f"values must be literals, got {v!r}")
-
     compare = raw.get("compare") or {}
     if not isinstance(compare, dict) or not all(isinstance(v, str) and isinstance(k, str)
                                                 for k, v in compare.items()):
@@ -354,7 +387,6 @@ def _load(path: Path) -> Spec:
             ast.parse(expr, mode="eval")
         except SyntaxError as e:
             raise SpecError(path, f"compare.{label}", f"not a valid Python expression: {e.msg}") from None
-
     nebius = raw.get("nebius") or {}
     if not isinstance(nebius, dict):
         raise SpecError(path, "nebius", "must be a mapping of job settings")
@@ -363,19 +395,12 @@ def _load(path: Path) -> Spec:
             raise SpecError(path, f"nebius.{k}", f"unknown setting (known: {', '.join(sorted(NEBIUS_KEYS))})")
         if not isinstance(v, (str, int)):
             raise SpecError(path, f"nebius.{k}", "must be a string")
-
-    return Spec(path=path, reference_source=ref_source, reference_fn=ref_fn, compare=dict(compare), nebius={k: str(v) for k, v in nebius.items()}, name=name, description=str(raw.get("description", "")), entry=entry,
-                baseline=base, dtype=dtype, check_dtype=check_dtype,
-                inputs=[_input_entry(i, dtype) for i in inputs],
-                output={"shape": list(oshape), "dtype": output.get("dtype", dtype)},
-                reference=reference, tolerance=float(tol), shapes=shapes, check_shapes=check_shapes,
-                cost=dict(cost), timing=timing, loop=loop, model=model, search_space=space,
-                floor_multiple=float(floor_multiple))
+    return model, space, compare, nebius
 
 
 
 def _input_dist(inp: dict, path, where: str, dtype: str) -> None:
-    """An input's dtype and distribution: floats are normal/uniform/rand, integers randint."""
+    """An input's dtype, distribution and scales: floats are normal/uniform/rand, integers randint."""
     dt, dist = inp.get("dtype", dtype), inp.get("dist", "normal")
     if dt not in DTYPES + INT_DTYPES:
         raise SpecError(path, where + "dtype", f"must be one of {DTYPES + INT_DTYPES}, got {dt!r}")
@@ -389,6 +414,14 @@ def _input_dist(inp: dict, path, where: str, dtype: str) -> None:
             v = inp.get(k, 0 if k == "low" else None)
             if not (isinstance(v, str) and v.isidentifier()) and not (isinstance(v, int) and not isinstance(v, bool)):
                 raise SpecError(path, where + k, f"randint needs {k} as an integer or a shape symbol, got {v!r}")
+    scale = inp.get("scale", 1.0)
+    if not _is_num(scale) or not 0 < scale < float("inf"):
+        raise SpecError(path, where + "scale", f"must be a positive number, got {scale!r}")
+    stress = inp.get("stress_scale")
+    if stress is not None and (not _is_num(stress) or not 0 < stress < float("inf")
+                               or inp.get("dist", "normal") == "randint"):
+        raise SpecError(path, where + "stress_scale", "must be a positive number (floating inputs "
+                        f"only): this input's scale in one more draw per shape, got {stress!r}")
 
 
 def _input_entry(i: dict, dtype: str) -> dict:

@@ -355,8 +355,13 @@ def read_events(path: Path, warnings: list | None = None) -> list[Event]:
 
 
 def upgrade(events: list[Event]) -> list[Event]:
-    """Fill what logs written before a field existed lack, from the values they do hold, so
-    readers see one shape: decision.rule.speedup, iteration.speedup_vs_baseline, run_end.stopped."""
+    """The one upgrade of old logs: readers see one shape whichever version wrote the log.
+
+    Reads two versions of run.jsonl (a log carries no version number; the fields tell them apart):
+    - since commit 3b2c949 (the typed schema of this module): already in shape, passed through;
+    - before it, back to the first loop (dc9c108): iterations lack decision.rule.speedup and
+      speedup_vs_baseline, run_end lacks stopped; each is filled from the values the log holds
+      (the rule's two means, the baseline's and the champion's mean, stop_reason's words)."""
     base = None
     for ev in events:
         kind = ev.get("event")

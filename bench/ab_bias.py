@@ -4,9 +4,9 @@ judge under variants of the timing setup; each variant is one judge job of N rou
 
 An unbiased A/B puts the median gain of an A/A near 0. Each variant changes one thing:
   default     the judge's defaults
-  settle0     --settle-us 0: no spin after the flush (the launch path is timed where it
+  settle0     --settle-cycles 0: no spin after the flush (the launch path is timed where it
               outlasts the flush)
-  settle2000  --settle-us 2000: a spin ten times the default
+  settle2000  --settle-cycles 5000000: a spin ten times the default
   rotate      --flush rotate: no flush kernel and no spin; input sets rotate instead
   noprewarm   --no-prewarm: the candidate compiles in its first correctness call instead
   swap        the files swapped: the spec's baseline as candidate, the copy as champion
@@ -33,7 +33,7 @@ from backends.local import LocalBackend  # noqa: E402
 from bench.judge_validation import decisions  # noqa: E402
 from spec import load_spec  # noqa: E402
 
-VARIANTS = {"default": [], "settle0": ["--settle-us", "0"], "settle2000": ["--settle-us", "2000"],
+VARIANTS = {"default": [], "settle0": ["--settle-cycles", "0"], "settle2000": ["--settle-cycles", "5000000"],
             "rotate": ["--flush", "rotate"], "noprewarm": ["--no-prewarm"], "swap": []}
 
 

@@ -38,7 +38,7 @@ import torch  # noqa: E402
 
 from bench.inprocess import load_module, time_ab  # noqa: E402
 from checker.contain import aten_recorder  # noqa: E402
-from checker.timing import SETTLE_US, Flusher, summarize  # noqa: E402
+from checker.timing import SETTLE_CYCLES, Flusher, summarize  # noqa: E402
 from checker.validate import make_inputs  # noqa: E402
 from decision import decide  # noqa: E402
 from spec import load_spec  # noqa: E402
@@ -92,9 +92,9 @@ def ceilings() -> dict:
             "l2_bytes": getattr(props, "L2_cache_size", None)}
 
 
-def one_side(fn, args, method, warmup, reps, settle_us=0.0):
+def one_side(fn, args, method, warmup, reps, settle_cycles=0):
     """Time fn alone with a given flush method (rotate: input sets > 2x L2)."""
-    fl = Flusher(torch, DEV, method, settle_us=settle_us)
+    fl = Flusher(torch, DEV, method, settle_cycles=settle_cycles)
     sets = [args]
     if method == "rotate":
         per = sum(x.numel() * x.element_size() for x in args)
@@ -105,10 +105,10 @@ def one_side(fn, args, method, warmup, reps, settle_us=0.0):
     return summarize(samples, warmup)
 
 
-def checker_side(fn, args, method, runs=3, warmup=10, reps=50, settle_us=SETTLE_US, min_warm_s=0.05):
+def checker_side(fn, args, method, runs=3, warmup=10, reps=50, settle_cycles=SETTLE_CYCLES, min_warm_s=0.05):
     """The checker's timing path for one kernel (inputs refilled every rep, op recorder, 50 ms
     warmup), `runs` times over: each run's stats plus the pooled mean of all samples."""
-    fl = Flusher(torch, DEV, method, settle_us=settle_us)
+    fl = Flusher(torch, DEV, method, settle_cycles=settle_cycles)
     per_run, pooled = [], []
     for _ in range(runs):
         (s,), *_ = time_ab(torch, [fn], [args], warmup, reps, fl, refresh=refresh, min_warm_s=min_warm_s,
@@ -126,7 +126,7 @@ def flush_table(kernels, warmup, reps) -> list[dict]:
         row = {"kernel": label}
         for m in ("none", "zero", "read", "rotate"):
             row[m] = one_side(fn, args, m, warmup, reps)
-        row["read_settle"] = one_side(fn, args, "read", warmup, reps, settle_us=SETTLE_US)
+        row["read_settle"] = one_side(fn, args, "read", warmup, reps, settle_cycles=SETTLE_CYCLES)
         rows.append(row)
         log(f"flush {label}: " + ", ".join(f"{m} {row[m]['median_ms']:.4f}" for m in
                                            ("none", "zero", "read", "read_settle", "rotate")))
@@ -139,12 +139,12 @@ def gap_table(kernels, idle_s=3.0) -> list[dict]:
     launch gap or a cold clock leak into the numbers?"""
     rows = []
     for label, fn, args in kernels:
-        for settle in (0.0, SETTLE_US):
+        for settle in (0, SETTLE_CYCLES):
             for warm_ms in (50, 500):
                 torch.cuda.synchronize()
                 time.sleep(idle_s)
-                st = checker_side(fn, args, "read", runs=1, settle_us=settle, min_warm_s=warm_ms / 1e3)
-                rows.append({"kernel": label, "settle_us": settle, "min_warm_ms": warm_ms,
+                st = checker_side(fn, args, "read", runs=1, settle_cycles=settle, min_warm_s=warm_ms / 1e3)
+                rows.append({"kernel": label, "settle_cycles": settle, "min_warm_ms": warm_ms,
                              "idle_s_before": idle_s, "stats": st})
                 log(f"gap {label} settle={settle:g}us warm={warm_ms}ms: mean {st['mean_ms']:.4f} "
                     f"median {st['median_ms']:.4f} std {st['std_ms']:.4f}")
@@ -172,7 +172,7 @@ def tiny_kernel() -> dict:
             ts.append(s.elapsed_time(e))
     idle = summarize(ts, 10)
     behind = one_side(fn, [x], "read", 10, 50)
-    settle = one_side(fn, [x], "read", 10, 50, settle_us=SETTLE_US)
+    settle = one_side(fn, [x], "read", 10, 50, settle_cycles=SETTLE_CYCLES)
     return {"idle_sync_each": idle, "behind_read_flush": behind, "behind_read_flush_and_settle": settle}
 
 
@@ -182,7 +182,7 @@ def refresh(xs):
 
 
 def decisions(spec, fn_c, fn_b, args, n, warmup, reps, method="read") -> dict:
-    fl = Flusher(torch, DEV, method, settle_us=SETTLE_US)
+    fl = Flusher(torch, DEV, method, settle_cycles=SETTLE_CYCLES)
     out = []
     for _ in range(n):
         # The checker's own timing path: inputs refilled every rep, ops recorded, 50 ms warmup.
@@ -414,7 +414,7 @@ def summary(res):
     for row in res.get("flush", []) if isinstance(res.get("flush"), list) else []:
         print(f"flush {row['kernel']:<22} " + " ".join(f"{m}={row[m]['median_ms']:.4f}" for m in ("none", "zero", "read", "read_settle", "rotate")))
     for row in res.get("gap", []) if isinstance(res.get("gap"), list) else []:
-        print(f"gap {row['kernel']:<22} settle={row['settle_us']:g} warm={row['min_warm_ms']}ms "
+        print(f"gap {row['kernel']:<22} settle={row['settle_cycles']} warm={row['min_warm_ms']}ms "
               f"mean={row['stats']['mean_ms']:.4f} median={row['stats']['median_ms']:.4f} std={row['stats']['std_ms']:.4f}")
     t = res.get("tiny", {})
     if "idle_sync_each" in t:

@@ -3,21 +3,25 @@
     python bench/same_events.py BEFORE/run.jsonl AFTER/run.jsonl
 
 Prints every field that differs (path, before, after) and exits 1 if any does, 0 if none. Set
-aside: the fields that read a clock (`ts`, durations, latencies, per-phase seconds, worker pids)
-and the run's id, and the correctness check's error measurements (`rel_l2`, `floors`,
-`floor_ratio`): the judge draws fresh inputs every run (checker/judge.py, secrets.randbits), so
-these differ between two runs of the same code. Strings have their run folder and checkout root
-replaced by placeholders, so a run made in another checkout or folder compares equal. Everything
-else (modeled times, verdicts, reasons, configs, notes, every event) must match exactly.
+aside: the fields that read a clock (`ts`, durations, latencies, per-phase seconds, containment
+costs, worker pids), the run's id, a job's own temporary folder (its name is drawn by mkdtemp),
+and the correctness check's error measurements (`rel_l2`, `floors`, `floor_ratio`): the judge
+draws fresh inputs every run (checker/judge.py, secrets.randbits), so these differ between two
+runs of the same code. Strings have their run folder, the folder holding it (`--out`) and the
+checkout root replaced by placeholders, so a run made in another checkout or folder compares
+equal. Everything else (modeled times, verdicts, reasons, configs, notes, every event) must match
+exactly.
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 CLOCK_FIELDS = {"ts", "run_id", "duration_s", "latency_s", "wall_s", "phase_s", "startup_s", "pid",
-                "references_ms"}
+                "cost_s", "references_ms"}
+JOB_FOLDER = re.compile(r"kernloop-job-[A-Za-z0-9_]+")   # checker/scratch.py: tempfile.mkdtemp
 DRAWN_FIELDS = {"rel_l2", "floors", "floor_ratio"}   # errors on inputs drawn afresh each run
 
 
@@ -29,6 +33,7 @@ def _normal(value, places: dict[str, str]):
     if isinstance(value, str):
         for text, name in places.items():
             value = value.replace(text, name)
+        return JOB_FOLDER.sub("kernloop-job-<TMP>", value)
     return value
 
 
@@ -36,7 +41,8 @@ def _places(log: Path, events: list[dict]) -> dict[str, str]:
     """The run folder and the checkout root this log names, longest first."""
     spec_path = (events[0].get("spec") or {}).get("path", "") if events else ""
     root = str(Path(spec_path).parent.parent) if spec_path else None
-    out = {str(log.resolve().parent): "<RUN>", **({root: "<ROOT>"} if root else {})}
+    run = log.resolve().parent
+    out = {str(run): "<RUN>", str(run.parent): "<OUT>", **({root: "<ROOT>"} if root else {})}
     if events and events[0].get("run_id"):
         out[events[0]["run_id"]] = "<RUN_ID>"
     return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))

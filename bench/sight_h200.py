@@ -39,7 +39,7 @@ def checker_parts():
     """The checker's timing and input helpers (the judge's modules)."""
     from types import SimpleNamespace
     from checker import timing, validate
-    return SimpleNamespace(Flusher=timing.Flusher, SETTLE_US=timing.SETTLE_US,
+    return SimpleNamespace(Flusher=timing.Flusher, SETTLE_CYCLES=timing.SETTLE_CYCLES,
                            summarize=timing.summarize, roofline=timing.roofline,
                            timed_call=timing.timed_call, make_inputs=validate.make_inputs,
                            reference=validate.reference, torch_dtype=validate.torch_dtype)
@@ -73,7 +73,7 @@ class Bench:
         self.torch, self.check, self.peers, self.profile = torch, checker_parts(), peers, profile
         self.dev = torch.device("cpu") if dry else torch.device("cuda")
         self.flush = (lambda: None) if dry else \
-            self.check.Flusher(torch, self.dev, "read", settle_us=self.check.SETTLE_US)
+            self.check.Flusher(torch, self.dev, "read", settle_cycles=self.check.SETTLE_CYCLES)
 
     def inputs(self, spec_d: dict, shape: dict, seed: int = 777):
         c, t = self.check, self.torch

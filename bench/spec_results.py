@@ -31,7 +31,7 @@ from bench.checker_validation import ceilings, timed_inputs  # noqa: E402
 from bench.inprocess import load_module, time_ab  # noqa: E402
 from checker.peers import build as build_peers  # noqa: E402
 from checker.peers import screen as screen_peers  # noqa: E402
-from checker.timing import SETTLE_US, Flusher, summarize  # noqa: E402
+from checker.timing import SETTLE_CYCLES, Flusher, summarize  # noqa: E402
 from checker.validate import reference  # noqa: E402
 from spec import load_spec  # noqa: E402
 from trajectory import read_events  # noqa: E402
@@ -84,7 +84,7 @@ def side_by_side(spec, run_dir: Path, reps: int) -> dict:
     fns.update(kept)
     errs = {k: rel_l2(f(*inputs), ref) for k, f in fns.items()}
     torch.cuda.synchronize()
-    fl = Flusher(torch, torch.device("cuda"), "read", settle_us=SETTLE_US)   # as the checker times
+    fl = Flusher(torch, torch.device("cuda"), "read", settle_cycles=SETTLE_CYCLES)   # as the checker times
     samples, *_ = time_ab(torch, list(fns.values()), [inputs], 10, reps, fl, min_warm_s=0.05)
     stats = {k: summarize(s, 10) for k, s in zip(fns, samples)}
     return {"stats": stats, "rel_l2": errs, "by_hand_checker": hand_check,

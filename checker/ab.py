@@ -153,8 +153,7 @@ class TimedSets:
         result["wall_probe_ms"] = rounds[0]["wall_probe_ms"]
         fi = getattr(champ, "flush_info", None) or {}
         result["flush"] = {"method": args.flush, "bytes": fi.get("bytes"), "l2_bytes": self.l2_bytes,
-                           "input_sets": self.nsets, "settle_us": args.settle_us,
-                           "settle_cycles": fi.get("settle_cycles")}
+                           "input_sets": self.nsets, "settle_cycles": fi.get("settle_cycles")}
         ceil = timing.ceilings_for(result["device"]) if self.cuda else None
         cost = self.spec["cost_timed"]   # of the GPU's timed shape: no roofline on the host clock
         result["ceilings"] = ceil

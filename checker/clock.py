@@ -31,6 +31,8 @@ HOST_TOL_ABS_MS = 1.0    # --host-clock (CPU tests): a loaded CPU's pipe and sch
 # jobs) honest workers' overheads differed by up to +-0.2 ms per call (interval ends to 0.17 ms):
 # with TOL_ABS_MS, 21 of 100 honest jobs were rejected. So on the GPU a misreport is caught only
 # above 0.25 ms per call; 5% low on a 1 ms kernel (0.05 ms) is NOT caught there (README says so).
+# Those workers each calibrated their own settle spin; they now share one cycle count
+# (timing.SETTLE_CYCLES), which should shrink that spread: re-measure before lowering this.
 GPU_TOL_ABS_MS = 0.25
 MIN_PAIRS = 13           # fewer rep pairs (26 reps) give no interval at Z: no overhead verdict
 

@@ -10,7 +10,7 @@ prints on stdout whatever happens. Exit status 0 means the line was written (pas
   python checker/judge.py --spec spec.json (--candidate cand.py | --candidate-torch)
          (--champion champ.py | --champion-torch) [--mode gpu|interpret] [--no-timing]
          [--flush read|rotate|zero|none] [--draws 3] [--warmup N] [--reps N] [--rounds 1]
-         [--min-warm-ms 50] [--settle-us 200] [--no-prewarm] [--profile] [--backend NAME]
+         [--min-warm-ms 50] [--settle-cycles 500000] [--no-prewarm] [--profile] [--backend NAME]
          [--synthetic] [--peers] [--profile-kernel] [--host-clock] [--contain M] [--layers L]
 
 --peers and --profile-kernel (GPU) add the spec's peers, timed in the judge, and the candidate's
@@ -326,8 +326,9 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=None)
     p.add_argument("--rounds", type=int, default=1,
                    help="benchmarks: N whole A/B rounds between the same two workers (default 1)")
-    p.add_argument("--settle-us", type=float, default=timing.SETTLE_US,
-                   help="GPU spin after each flush, covering the host's launch work (0: none)")
+    p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
+                   help="GPU spin after each flush, in clock cycles, the same for both workers: it "
+                        "covers the host's launch work (0: none)")
     p.add_argument("--no-prewarm", dest="prewarm", action="store_false",
                    default=os.environ.get("KERNLOOP_PREWARM", "1") != "0",
                    help="compile shape by shape instead of all at once (default from "

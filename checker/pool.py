@@ -88,7 +88,7 @@ class WarmPool:
 
     def __init__(self, args, interpret: bool, spares: int = 1, champion: str = "kept"):
         """`args`: judge.py's flags of the jobs this pool's spares serve (its --mode, --flush,
-        --settle-us and containment plan); a job asking other worker flags gets one-job sides."""
+        --settle-cycles and containment plan); a job asking other worker flags gets one-job sides."""
         self.args, self.interpret, self.n = args, interpret, max(0, int(spares))
         # "kept": the champion's worker lives while the champion stays; "fresh": a spare becomes
         # each job's champion (loaded and compiled while the candidate is checked, as the cold

@@ -5,7 +5,7 @@ worker is kept while the champion stays; candidate workers are started ahead (ch
 every candidate still runs in a fresh process of its own, on fresh random inputs.
 
   python checker/serve.py --mode gpu|interpret [--spares 1] [--champion kept|fresh]
-                          [--flush read] [--settle-us 200]
+                          [--flush read] [--settle-cycles 500000]
 
 Requests, one JSON object a line on stdin; each is answered by one `KERNLOOP_RESULT {json}`
 line on stdout carrying its "job_id":
@@ -90,7 +90,8 @@ def parse_args(argv=None):
                         "started-ahead worker becomes each job's champion (checker/pool.py)")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read",
                    help="the workers' flush (a job asking another gets one-job workers)")
-    p.add_argument("--settle-us", type=float, default=timing.SETTLE_US)
+    p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
+                   help="the workers' GPU spin after each flush, in clock cycles (judge.py)")
     return p.parse_args(argv)
 
 
@@ -108,7 +109,7 @@ class Server:
         # The jobs' flags the spares are started for (mode, flush, settle, containment plan)
         self.tmpl = J.parse_args(["--spec", "-", "--candidate-torch", "--champion-torch",
                                   "--mode", opts.mode, "--flush", opts.flush,
-                                  "--settle-us", str(opts.settle_us)])
+                                  "--settle-cycles", str(opts.settle_cycles)])
         self.pool = P.WarmPool(self.tmpl, self.interpret, opts.spares, opts.champion)
         self.pool.fill()          # the first spares import torch beside the judge
         import torch

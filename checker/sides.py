@@ -22,7 +22,7 @@ WORKER_PIDS: set[int] = set()   # every worker this judge started (the rest of i
 
 def worker_cmd_extra(args, interpret: bool) -> list[str]:
     return (["--interpret"] if interpret else []) + ["--flush", args.flush,
-                                                    "--settle-us", str(args.settle_us)]
+                                                    "--settle-cycles", str(args.settle_cycles)]
 
 
 def worker_flags(args, interpret: bool) -> list[str]:

@@ -118,7 +118,7 @@ def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=Non
                 raise RuntimeError(f"candidate worker: {str(r['error'])[:300]}")
             return r.get("profile") if isinstance(r.get("profile"), dict) else {"error": "no profile"}
         xs = timed.cur[0]
-        flush = timing_mod.Flusher(torch, device, args.flush, settle_us=args.settle_us)
+        flush = timing_mod.Flusher(torch, device, args.flush, settle_cycles=args.settle_cycles)
         look_split(torch, spec, result, kernel_call, profile_call, xs, flush,
                    V.reference(torch, spec, xs, ref_dtype), timing_mod.summarize, args.peers,
                    args.profile_kernel and not args.candidate_torch, args.spec,
@@ -163,7 +163,7 @@ def cache_key(torch, spec: dict, args, result: dict) -> str:
     parts = {"spec": spec, "kernel": kernel, "device": result.get("device"),
              "versions": result.get("versions"), "cuda": getattr(torch.version, "cuda", None),
              "packages": pkgs, "code": code.hexdigest(), "ncu": os.environ.get("KERNLOOP_NCU", "auto"),
-             "timing": [args.flush, args.settle_us, args.warmup, args.reps, args.min_warm_ms, args.mode]}
+             "timing": [args.flush, args.settle_cycles, args.warmup, args.reps, args.min_warm_ms, args.mode]}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 

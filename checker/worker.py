@@ -31,7 +31,7 @@ def _args(argv=None):
     p.add_argument("--role", required=True)
     p.add_argument("--fd", type=int, required=True)
     p.add_argument("--flush", default="read")
-    p.add_argument("--settle-us", type=float, default=0.0)
+    p.add_argument("--settle-cycles", type=int, default=0)
     p.add_argument("--interpret", action="store_true")
     p.add_argument("--scratch", default=None, help="its own folder: cwd, TMPDIR, Triton cache")
     p.add_argument("--layers", default="none", help="OS layers to apply (lockdown.LAYERS)")
@@ -58,7 +58,7 @@ class Worker:
         sys.addaudithook(self.audit)   # cannot be removed; armed just before the kernel import
         containment["audit_hook"] = "armed before the kernel import: sockets, shells, forks, " \
                                     "signals, ctypes; spawns only Triton's compiler"
-        self.flush = timing.Flusher(torch, device, args.flush, settle_us=args.settle_us) \
+        self.flush = timing.Flusher(torch, device, args.flush, settle_cycles=args.settle_cycles) \
             if device.type == "cuda" else None
         self.rec = contain.aten_recorder(torch)
         self.timed_before = False   # the first timed call lets the allocator's cache go

@@ -1,6 +1,7 @@
 """What `new` builds before it writes: a spec draft, its error, the element sizes it counts bytes with."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from errors import KernLoopError
@@ -27,3 +28,12 @@ class Draft:
     compare: dict = field(default_factory=dict)
     description: str = ""
     notes: list = field(default_factory=list)
+
+
+def tensor_bytes(d: Draft, out_shape: list | None, sizes: dict) -> int:
+    """Bytes of the inputs and the output at `sizes` (symbol -> size); an unknown output shape
+    (None) is counted as large as the inputs."""
+    def nbytes(shape, dt):
+        return ELEM_BYTES[dt] * math.prod(sizes[x] if isinstance(x, str) else x for x in shape)
+    ins = sum(nbytes(i["shape"], i.get("dtype", d.dtype)) for i in d.inputs)
+    return ins + (ins if out_shape is None else nbytes(out_shape, d.dtype))

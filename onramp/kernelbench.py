@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import ast
 import copy
-import math
 from pathlib import Path
 
-from onramp.draft import ELEM_BYTES, Draft, OnrampError
+from onramp.draft import Draft, OnrampError, tensor_bytes
 
 DTYPE_NAMES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16",
                "torch.int64": "int64", "torch.int32": "int32"}
@@ -50,9 +49,13 @@ def _fold(node, known: dict):
 
 def _constants(tree: ast.Module) -> list[tuple[str, int, object]]:
     """Module-level ints, as literals or expressions of them (`N = 2048 * 2`), and the ints inside
-    `name = (4096, 8)` as name_0, name_1: [(name, value, setter)], where setter(v) replaces that
-    node by the literal v in `tree`."""
-    out, known = [], {}
+    `name = (4096, 8)` as name_0, name_1: [(name, value, setter, origin)], where setter(v) replaces
+    that node by the literal v in `tree` and origin names the constant it is a bare alias of
+    (`input_shape = (num_classes,)`: one size under two names), else None."""
+    out, known, origins = [], {}, {}
+
+    def origin(node):
+        return origins.get(node.id, node.id) if isinstance(node, ast.Name) and node.id in known else None
 
     def setter(parent, attr, index=None):
         def put(v):
@@ -72,37 +75,43 @@ def _constants(tree: ast.Module) -> list[tuple[str, int, object]]:
         value = _fold(v, known)
         if value is not None:
             known[name] = value
-            out.append((name, value, setter(node, "value")))
+            if origin(v):
+                origins[name] = origin(v)
+            out.append((name, value, setter(node, "value"), origin(v)))
         elif isinstance(v, (ast.Tuple, ast.List)):
             for i, e in enumerate(v.elts):
                 ev = _fold(e, known)
                 if ev is not None:
-                    out.append((f"{name}_{i}", ev, setter(v, "elts", i)))
+                    out.append((f"{name}_{i}", ev, setter(v, "elts", i), origin(e)))
     return out
 
 
 def _probe_tree(tree: ast.Module, ks: list[int], probe: int) -> ast.Module:
-    """`tree` with every size constant frozen to its literal value, the ks-th ones set to `probe`:
-    a constant derived from another (`K = N * 2`) stays put while that one is probed."""
+    """`tree` with every size constant frozen to its literal value, the ks-th ones and their bare
+    aliases set to `probe`: a constant derived from another (`K = N * 2`) stays put while that one
+    is probed."""
     t = copy.deepcopy(tree)
     consts = _constants(t)
-    for _, value, put in consts:
+    for _, value, put, _ in consts:
         put(value)
-    for k in ks:
-        consts[k][2](probe)
+    names = {consts[k][0] for k in ks}
+    for cname, _, put, origin in consts:
+        if cname in names or origin in names:
+            put(probe)
     return t
 
 
 def _probe_all(source: str, tree: ast.Module, path: Path) -> dict:
-    """{constant: (probe value, the recording with it changed)}: each size constant changed alone;
-    where that breaks the problem, together with the constants of the same value (a problem that
-    only broadcasts while two of them are equal: they are one size, named by the first)."""
-    consts, probed, done = _constants(tree), {}, set()
-    for k, (cname, value, _) in enumerate(consts):
+    """{constant: (probe value, the recording with it changed)}: each size constant changed alone
+    (with its bare aliases); where that breaks the problem, together with the constants of the same
+    value (a problem that only broadcasts while two of them are equal: one size, named by the first)."""
+    consts, probed = _constants(tree), {}
+    done = {n for n, _, _, origin in consts if origin}   # probed with the constant they alias
+    for k, (cname, value, _, _) in enumerate(consts):
         if cname in done:
             continue
         probe = PROBE0 + 2 * k
-        group = [j for j, (n, v, _) in enumerate(consts) if v == value and n not in done]
+        group = [j for j, (n, v, _, _) in enumerate(consts) if v == value and n not in done]
         for ks in ([k], group) if len(group) > 1 else ([k],):
             try:
                 probed[cname] = (probe, _run(source, _probe_tree(tree, ks, probe), path))
@@ -246,22 +255,9 @@ def draft(name: str, path: Path, dtype: str | None, dist: str | None) -> Draft:
 
     def sized(x):
         return str(x) if isinstance(x, Sym) and str(x) in symbols else getattr(x, "value", x)
-    inputs, notes = [], []
-    for nm, shp, info, bd in zip(names, in_shapes, base["inputs"], bounds):
-        e = {"name": nm, "shape": [sized(s) for s in shp]}
-        if info["dtype"].startswith("int"):
-            if info["dist"] != "randint":
-                raise OnrampError(f"{path}: integer input {nm} is not a torch.randint draw")
-            e.update(dtype=info["dtype"], dist="randint", low=sized(bd[0]), high=sized(bd[1]))
-        elif dist == "normal" or info["dist"] == "normal":
-            pass
-        elif info["dist"] == "rand":
-            e["dist"] = "rand"
-        else:
-            raise OnrampError(f"{path}: input {nm} is not a plain torch.randn/rand/randint draw "
-                              "(KernLoop draws its own inputs); pass --dist normal to draw it from randn")
-        inputs.append(e)
-    pnames = []
+    inputs = [_input(nm, shp, info, bd, sized, dist, path)
+              for nm, shp, info, bd in zip(names, in_shapes, base["inputs"], bounds)]
+    notes, pnames = [], []
     for pn, shp in params:   # the Model's parameters are inputs too: a kernel must use them
         nm = pn.replace(".", "_")
         pnames.append((nm, pn))
@@ -281,9 +277,28 @@ def draft(name: str, path: Path, dtype: str | None, dist: str | None) -> Draft:
                "Model(*get_init_inputs()).forward on float32 copies.",
                "Inputs keep the problem's distributions" + (" except: every float input from randn "
                                                             "(--dist normal)." if dist else ".")] + notes
-    _fit_memory(d, path)
+    try:
+        out_shape = [sized(x) for x in named("out", "an output size")]
+    except OnrampError:   # computed from the input sizes (a pooling): new's probe of it says so
+        out_shape = None
+    _fit_memory(d, path, out_shape)
     d.compare = {"Model.forward (eager)": f"reference({', '.join(i['name'] for i in inputs)})"}
     return d
+
+
+def _input(nm: str, shp, info: dict, bd, sized, dist: str | None, path: Path) -> dict:
+    """The spec entry of one get_inputs() tensor, drawn as the problem draws it (or from randn)."""
+    e = {"name": nm, "shape": [sized(s) for s in shp]}
+    if info["dtype"].startswith("int"):
+        if info["dist"] != "randint":
+            raise OnrampError(f"{path}: integer input {nm} is not a torch.randint draw")
+        e.update(dtype=info["dtype"], dist="randint", low=sized(bd[0]), high=sized(bd[1]))
+    elif info["dist"] == "rand" and dist != "normal":
+        e["dist"] = "rand"
+    elif dist != "normal" and info["dist"] != "normal":
+        raise OnrampError(f"{path}: input {nm} is not a plain torch.randn/rand/randint draw "
+                          "(KernLoop draws its own inputs); pass --dist normal to draw it from randn")
+    return e
 
 
 def _symbols(in_shapes, path: Path) -> dict:
@@ -340,23 +355,22 @@ def _wrapper(source, path, names, pnames, symbols, in_shapes, init, init_syms) -
             f"    return _t.func.functional_call(model, params, tuple(xs[:{len(names)}]))\n")
 
 
-def _fit_memory(d: Draft, path: Path) -> None:
+def _fit_memory(d: Draft, path: Path, out_shape: list | None) -> None:
     """A problem too large for the checker keeps its structure on a timed shape that fits."""
-    def nbytes(sz):
-        return sum(ELEM_BYTES[i.get("dtype", d.dtype)] * math.prod(sz[x] if isinstance(x, str) else x
-                                                                    for x in i["shape"]) for i in d.inputs)
+    def nbytes(sizes):
+        return tensor_bytes(d, out_shape, sizes)
     orig = dict(d.symbols)
-    if 2 * nbytes(orig) <= MEMORY_BUDGET:   # inputs + an output about as large
+    if nbytes(orig) <= MEMORY_BUDGET:
         return
-    while 2 * nbytes(d.symbols) > MEMORY_BUDGET and max(d.symbols.values()) > 1:
+    while nbytes(d.symbols) > MEMORY_BUDGET and max(d.symbols.values()) > 1:
         s = max(d.symbols, key=d.symbols.get)
         d.symbols[s] //= 2
     fmt = lambda sz: "x".join(str(v) for v in sz.values())   # noqa: E731
-    if 2 * nbytes(d.symbols) > MEMORY_BUDGET:   # the fixed sizes alone are too large
-        raise OnrampError(f"{path}: its inputs need {2 * nbytes(orig) / 1e9:.1f} GB with the output, over "
+    if nbytes(d.symbols) > MEMORY_BUDGET:   # the fixed sizes alone are too large
+        raise OnrampError(f"{path}: its inputs need {nbytes(orig) / 1e9:.1f} GB with the output, over "
                           f"the checker's {MEMORY_BUDGET / 2**30:.0f} GiB even with every shape constant "
                           f"({', '.join(orig)}) at 1: the sizes that are no module constant are too large")
-    d.notes.append(f"KernelBench's shape {fmt(orig)} ({2 * nbytes(orig) / 1e9:.1f} GB of inputs and "
+    d.notes.append(f"KernelBench's shape {fmt(orig)} ({nbytes(orig) / 1e9:.1f} GB of inputs and "
                    f"output) is scaled to {fmt(d.symbols)} to fit the checker's budget of "
                    f"{MEMORY_BUDGET / 2**30:.0f} GiB; the structure is unchanged.")
     d.description += f" (timed shape scaled from KernelBench's {fmt(orig)} to fit)"

@@ -17,7 +17,7 @@ import yaml
 
 import contract
 from errors import ArgParser
-from onramp.draft import ELEM_BYTES, Draft, OnrampError
+from onramp.draft import ELEM_BYTES, Draft, OnrampError, tensor_bytes
 from spec import SpecError, load_spec
 
 DTYPE_ALIASES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
@@ -30,6 +30,7 @@ EXTRA_SYMBOLS = ["K", "L", "P", "Q", "R", "S", "T"]    # --extra sizes matching 
 PROBES = ([5, 7, 11, 13, 17, 19, 3, 2], [23, 29, 31, 37, 41, 43, 47, 53])   # distinct per symbol
 CHECK_ELEMENTS = 20_000      # largest input of an interpreter check shape (CPU seconds)
 CHECK_VALUES = [37, 29, 45, 11, 5, 3, 3, 3]
+PROBE_BUDGET = 2**30         # bytes of inputs (and as much output) of one probe of the reference on the CPU
 
 
 # ---------------------------------------------------------------- parsing arguments
@@ -159,37 +160,70 @@ def _checker_spec(d: Draft) -> dict:
             "reference_fn": d.reference_fn}
 
 
-def _run_reference(d: Draft, sizes: dict, flops=False, perturb=False):
+def _run_reference(d: Draft, sizes: dict, flops=False, perturb=False, meta=False):
+    """The reference's output at `sizes` (or its flops, or for `perturb` how far one input element
+    reaches), run on the CPU within PROBE_BUDGET; `meta`: on the meta device first (shapes and flops
+    only: nothing is allocated or computed, a 3-D convolution at 23x29x31x37x41 included)."""
     import torch
 
-    from checker.validate import make_inputs, reference_callable
-    cs = _checker_spec(d)
+    from checker.validate import make_inputs, resolve_dims
+    if meta:
+        try:
+            return _call(torch, d, [torch.empty(resolve_dims(i["shape"], sizes), device="meta",
+                                                dtype=torch.int64 if i.get("dtype", "").startswith("int")
+                                                else torch.float32) for i in d.inputs], flops)
+        except Exception:   # noqa: BLE001 - an op without a meta kernel: run it on the CPU
+            pass
+    if tensor_bytes(d, None, sizes) > PROBE_BUDGET:   # sizes that are no symbol are large
+        at = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        raise OnrampError(f"probing the reference at {at} (KernLoop runs it at small sizes to find "
+                          f"the output's shape and the flops) needs {tensor_bytes(d, None, sizes) / 1e9:.1f} "
+                          f"GB of inputs and output, over new's {PROBE_BUDGET / 2**30:.0f} GiB bound for a "
+                          "probe on the CPU: make the large fixed sizes module constants, or smaller")
     dt = lambda n: torch.int64 if n.startswith("int") else torch.float32   # noqa: E731
-    xs = make_inputs(torch, cs, sizes, torch.device("cpu"), dt, 1234)
-    fn = reference_callable(torch, cs)
+    xs = make_inputs(torch, _checker_spec(d), sizes, torch.device("cpu"), dt, 1234)
     try:
-        with torch.no_grad():
-            if flops:
-                from torch.utils.flop_counter import FlopCounterMode
-                with FlopCounterMode(display=False) as fc:
-                    fn(*xs)
-                return fc.get_total_flops()
-            out = fn(*xs)
-            if perturb:   # how many outputs one input element reaches: elementwise or not
-                k = next(i for i, x in enumerate(xs) if x.is_floating_point())
-                ys = [x.clone() for x in xs]
-                ys[k].view(-1)[0] += 0.5
-                return int((fn(*ys) != out).sum()), out.numel(), xs[k].numel()
+        out = _call(torch, d, xs, flops)
+        if perturb:   # how many outputs one input element reaches: elementwise or not
+            k = next(i for i, x in enumerate(xs) if x.is_floating_point())
+            ys = [x.clone() for x in xs]
+            ys[k].view(-1)[0] += 0.5
+            return int((_call(torch, d, ys, False) != out).sum()), out.numel(), xs[k].numel()
+    except OnrampError:
+        raise
     except Exception as e:   # noqa: BLE001 - the user's reference: report it, do not crash
-        shape = "x".join(map(str, sizes.values()))
         why = ("KernLoop runs it at small sizes to find the output's shape and the flops"
                if d.write_file else "every required parameter is given a tensor; fix the others in a "
                "function of your own, e.g. def f(x): return torch.softmax(x, -1)")
+        shape = "x".join(map(str, sizes.values()))
         raise OnrampError(f"the reference {d.reference} fails on inputs of sizes {shape} ({why}): "
-                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}{_fixed_bounds(d)}") from None
+    return out
+
+
+def _call(torch, d: Draft, xs: list, flops: bool):
+    """The reference on `xs`: its output (one tensor, else OnrampError), or its flops."""
+    from checker.validate import reference_callable
+    fn = reference_callable(torch, _checker_spec(d))
+    with torch.no_grad():
+        if flops:
+            from torch.utils.flop_counter import FlopCounterMode
+            with FlopCounterMode(display=False) as fc:
+                fn(*xs)
+            return fc.get_total_flops()
+        out = fn(*xs)
     if not isinstance(out, torch.Tensor):
         raise OnrampError(f"the reference {d.reference} returns {type(out).__name__}, not one tensor")
     return out
+
+
+def _fixed_bounds(d: Draft) -> str:
+    """Why a reference may fail at other sizes: an integer input drawn up to a fixed number (an
+    index into a size the spec varies must be drawn up to that size's constant)."""
+    fixed = [i for i in d.inputs if i.get("dist") == "randint" and not isinstance(i.get("high"), str)]
+    return "".join(f"; input {i['name']} is drawn by randint up to {i['high']}, a number and not a "
+                   "size constant: if it indexes a size, draw it up to that size's module constant "
+                   "(e.g. torch.randint(0, num_classes, ...))" for i in fixed[:1])
 
 
 def _probe(d: Draft, k: int) -> dict:
@@ -198,7 +232,7 @@ def _probe(d: Draft, k: int) -> dict:
 
 def output_shape(d: Draft) -> list:
     """The output's shape in the symbols: the reference run on two sets of distinct small sizes."""
-    outs = [tuple(_run_reference(d, _probe(d, k)).shape) for k in (0, 1)]
+    outs = [tuple(_run_reference(d, _probe(d, k), meta=k == 1).shape) for k in (0, 1)]   # one real run
     if len(outs[0]) != len(outs[1]):
         raise OnrampError("the reference's output rank depends on the sizes")
     dims = []
@@ -219,13 +253,13 @@ def flops_formula(d: Draft) -> tuple[str, str, int]:
     """(formula, comment, degree): matmul-class flops counted by torch's FlopCounterMode, fitted as a
     monomial in the symbols; an op without them gets one flop per element of the first input."""
     p = _probe(d, 0)
-    f0 = _run_reference(d, p, flops=True)
+    f0 = _run_reference(d, p, flops=True, meta=True)
     if not f0:
         first = "*".join(str(s) for s in d.inputs[0]["shape"]) or "1"
         return first, "no matmul-class flops (torch's FlopCounterMode): 1 per input element, for roofline only", 0
     exps = {}
     for s in d.symbols:
-        f = _run_reference(d, {**p, s: 2 * p[s]}, flops=True)
+        f = _run_reference(d, {**p, s: 2 * p[s]}, flops=True, meta=True)
         exps[s] = round(math.log2(f / f0)) if f else 0
     c = f0 / math.prod(p[s] ** e for s, e in exps.items())
     terms = [f"{s}" if e == 1 else f"{s}**{e}" for s, e in exps.items() if e]
@@ -243,15 +277,17 @@ def guess_model(d: Draft, degree: int) -> str:
 # ---------------------------------------------------------------- shapes and cost
 
 def _fit(vals: dict, d: Draft, cap: int) -> dict:
-    """Halve (odd) the largest size until every input has at most `cap` elements."""
+    """Halve (odd) the largest size until every input has at most `cap` elements, or every size is
+    down to 3 (fixed sizes that are no symbol, a 3x224x224 image, may keep an input over `cap`)."""
     vals = dict(vals)
     def biggest():
         return max(math.prod(vals[x] if isinstance(x, str) else x for x in i["shape"]) for i in d.inputs)
     while biggest() > cap:
         s = max(vals, key=vals.get)
-        if vals[s] <= 2:
+        half = max(2, vals[s] // 2) | 1
+        if half >= vals[s]:
             break
-        vals[s] = max(2, vals[s] // 2) | 1
+        vals[s] = half
     return vals
 
 
@@ -290,10 +326,6 @@ def bytes_formula(d: Draft, out_shape: list) -> str:
     return " + ".join(terms)
 
 
-def tensor_bytes(d: Draft, out_shape: list, sizes: dict) -> int:
-    return sum(ELEM_BYTES[dt] * math.prod(sizes[x] if isinstance(x, str) else x for x in shape)
-               for shape, dt in [(i["shape"], i.get("dtype", d.dtype)) for i in d.inputs]
-               + [(out_shape, d.dtype)])
 
 
 # ---------------------------------------------------------------- the baseline

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -48,11 +49,14 @@ def reference_at(spec, sizes: dict, seed: int = 3):
 
 # ---------------------------------------------------------------- new --from-kernelbench
 
-GOOD = ("kb1_square_matmul", "kb4_matrix_vector", "kb19_relu", "kb23_softmax", "residual_norm_gate")
+GOOD = ("kb1_square_matmul", "kb4_matrix_vector", "kb7_small_k_matmul", "kb19_relu", "kb23_softmax",
+        "kb50_conv_fixed_sizes", "residual_norm_gate")
 # (problem, what the one error line says): each leaves nothing behind
 REFUSED = [("kb5_matrix_scalar", "get_inputs() returns a float (3.14)"),
            ("literal_sizes", "no input size is a module-level integer constant"),
-           ("too_large_fixed", "over the checker's 2 GiB even with every shape constant (batch_size) at 1")]
+           ("too_large_fixed", "over the checker's 2 GiB even with every shape constant (batch_size) at 1"),
+           ("randint_literal_bound", "input targets is drawn by randint up to 1000, a number and not a size"),
+           ("probe_too_large", "probing the reference at batch_size=5 (KernLoop runs it at small sizes")]
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +75,8 @@ def kb(tmp_path_factory):
 
 @pytest.mark.parametrize("name, says", REFUSED, ids=[n for n, _ in REFUSED])
 def test_a_problem_kernloop_cannot_take_is_one_error_line_and_leaves_nothing(kb, name, says):
+    """Among them: targets drawn up to a literal 1000 fail at the probe sizes, the line says why;
+    fixed sizes that make a probe on the CPU over new's 1 GiB bound are refused before it runs."""
     _, refused, left, _ = kb
     p = refused[name]
     assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
@@ -102,6 +108,39 @@ def test_real_level1_problems_with_expressions_become_specs_that_load(kb):
     assert torch.allclose(ref, torch.softmax(xs[0], dim=1))
     xs, ref = reference_at(relu, {"batch_size": 3, "dim": 11})
     assert torch.equal(ref, torch.relu(xs[0]))
+
+
+def test_an_output_larger_than_the_inputs_is_counted_in_the_memory_budget(kb):
+    d, _, _, _ = kb   # KernelBench #7: 16 MB of inputs, a 32768x32768 output of 4.3 GB
+    s = load_spec(d / "kb7_small_k_matmul.yaml")
+    assert [i["shape"] for i in s.inputs] == [["M", "K"], ["K", "N"]] and s.output["shape"] == ["M", "N"]
+    t = s.shapes[0]
+    assert t["K"] == 64 and 4 * (t["M"] * t["K"] + t["K"] * t["N"] + t["M"] * t["N"]) <= 2 * 2**30
+    assert "32768x64x32768" in s.description and s.model == "matmul"
+    xs, ref = reference_at(s, {"M": 5, "K": 3, "N": 7})
+    assert torch.allclose(ref, xs[0] @ xs[1], atol=1e-5)
+
+
+def test_fixed_sizes_over_the_interpreters_budget_keep_the_smallest_check_shape(kb):
+    d, _, _, _ = kb   # KernelBench #50: a 3x224x224 image per batch_size (new looped forever on it)
+    s = load_spec(d / "kb50_conv_fixed_sizes.yaml")
+    assert s.inputs[0]["shape"] == ["batch_size", 3, 224, 224] and s.output["shape"] == ["batch_size", 96, 55, 55]
+    assert s.check_shapes == [{"batch_size": 3}] and s.shapes[0] == {"batch_size": 256}
+    xs, ref = reference_at(s, {"batch_size": 2})
+    assert torch.allclose(ref, torch.nn.functional.conv2d(xs[0], xs[1], xs[2], stride=4, padding=2), atol=1e-4)
+
+
+def test_a_3d_convolution_is_probed_on_the_meta_device_not_in_gigabytes(tmp_path):
+    """KernelBench #77 at the second probe sizes (23x29x31x37x41) made a 2.3 GB output on the CPU
+    (minutes, or killed): under a 4 GiB address-space cap `new` now answers with the real reason."""
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+    p = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "new", "kb77", "--from-kernelbench",
+                        str(KB / "kb77_conv_transposed_3d.py"), "--dir", str(tmp_path)], cwd=ROOT, text=True,
+                       capture_output=True, timeout=600, preexec_fn=cap, env={**NO_KEYS, "OPENBLAS_NUM_THREADS": "1"})
+    (line,) = p.stderr.splitlines()
+    assert p.returncode == 2 and "an output size (23, then 63 at other input sizes)" in line, line
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_several_inputs_init_inputs_and_a_derived_constant(kb):

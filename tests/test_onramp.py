@@ -101,19 +101,8 @@ def test_new_from_own_function_with_two_inputs_and_a_baseline(tmp_path):
 @pytest.fixture(scope="module")
 def kb_specs(tmp_path_factory):
     d = tmp_path_factory.mktemp("kb")
-    specs = {f: new(d, f"kb_{f}", "--from-kernelbench", KB / f"{f}.py")
-             for f in ("matmul_square", "softmax_wide", "rmsnorm_dim1", "layernorm_affine")}
-    try:   # KNOWN BUG (session 5): new probes cross_entropy at 5x7 with targets up to 1000
-        specs["cross_entropy"] = new(d, "kb_cross_entropy", "--from-kernelbench", KB / "cross_entropy.py")
-    except AssertionError as e:
-        specs["cross_entropy_error"] = str(e)
-    return specs
-
-
-def _cross_entropy(kb_specs):
-    if "cross_entropy" not in kb_specs:
-        pytest.xfail(f"known bug: {kb_specs['cross_entropy_error'][:300]}")
-    return kb_specs["cross_entropy"]
+    return {f: new(d, f"kb_{f}", "--from-kernelbench", KB / f"{f}.py")
+            for f in ("matmul_square", "softmax_wide", "rmsnorm_dim1", "layernorm_affine", "cross_entropy")}
 
 
 def _model(name, shape_consts, *init):
@@ -152,7 +141,8 @@ def test_kernelbench_norms_rebuild_the_model_per_shape(kb_specs):
 
 
 def test_kernelbench_cross_entropy_has_integer_targets(kb_specs):
-    ce = _cross_entropy(kb_specs)
+    ce = kb_specs["cross_entropy"]   # input_shape = (num_classes,): one size, the targets' bound
+    assert [i["shape"] for i in ce.inputs] == [["batch_size", "num_classes"], ["batch_size"]]
     tg = ce.inputs[1]
     assert (tg["dtype"], tg["dist"], tg["low"], tg["high"]) == ("int64", "randint", 0, "num_classes")
     assert ce.output["shape"] == []
@@ -176,7 +166,7 @@ def test_check_passes_hand_kernels_and_fails_a_wrong_one(tmp_path, kb_specs):
     assert set(line["rel_l2"]) == {spec.shape_label(s) for s in spec.check_shapes}
     assert line["baseline"] == "torch" and line["candidate_ms"] and line["baseline_ms"]
     assert "modeled, not measured" in p.stdout and "SYNTHETIC verdict: CORRECT" in p.stdout
-    ce = _cross_entropy(kb_specs)
+    ce = kb_specs["cross_entropy"]
     p, line = _check(ce.path, KERNELS / "cross_entropy_triton.py")
     assert p.returncode == 0 and line["correct"] and max(line["rel_l2"].values()) < 1e-5, p.stdout
     wrong = tmp_path / "silu.py"     # SiLU is not GELU: the checker must say so

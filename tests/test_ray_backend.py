@@ -151,14 +151,17 @@ def test_a_node_killed_mid_job_loses_nothing_and_duplicates_nothing(cluster, tmp
     its = iterations(run)
     assert sorted(e["iteration"] for e in its) == list(range(1, 7))   # none lost, none twice
     label = doomed.node_id[:8]
-    retried = [e for e in its if len(e["result"]["backend_meta"].get("attempts") or []) == 2]
-    assert retried, "the job on the killed node was not retried"
-    for e in retried:
-        first, second = e["result"]["backend_meta"]["attempts"]
-        assert "node or worker was lost" in first["error"] and "node" not in first
-        assert e["result"]["ok"] and not second["node"].endswith(label)   # ran again elsewhere
-        log = (run / "jobs" / e["result"]["backend_meta"]["ray_job"] / "ray_job.log").read_text()
-        assert "attempt 1: the task's node or worker was lost" in log and "attempt 2: done" in log
+    # The job on the killed node may be any job of an iteration (its first, or a re-run against a
+    # new champion), so it is found by its journal, and its record among the iteration's jobs.
+    logs = {d.name: (d / "ray_job.log").read_text() for d in (run / "jobs").iterdir()
+            if (d / "ray_job.log").exists()}
+    retried = [j for j, log in logs.items() if "attempt 2:" in log]
+    assert retried, "the job on the killed node was not retried\n" + "\n".join(logs.values())
+    jobs = {ev["job"]: ev for e in its for ev in e.get("evaluations") or [{"job": e["candidate_id"],
+                                                                           "node": e.get("node")}]}
+    for j in retried:
+        assert "attempt 1: the task's node or worker was lost" in logs[j] and "attempt 2: done" in logs[j]
+        assert j in jobs and not jobs[j]["node"].endswith(label)   # its answer came from elsewhere
     assert not judges_under(raylet)                                   # no judge left behind
 
 
@@ -203,12 +206,11 @@ def test_a_judge_past_its_time_a_lost_task_and_a_node_without_torch(cluster, tmp
     shadow.mkdir(parents=True)               # were not installed there
     (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", "
                                         "name='torch')\n")
-    broken = cluster.add(cpus=1, env_vars={"PYTHONPATH": str(shadow.parent)},
-                         resources={"kernloop_test_broken": 1})
     spec = load_spec(ROOT / "specs" / "softmax.yaml")
     base = spec.baseline
+    broken = None
     try:
-        with pytest.raises(BackendError, match=r"the cluster has no GPU \(4 node\(s\), 5 CPU\(s\)\); "
+        with pytest.raises(BackendError, match=r"the cluster has no GPU \(3 node\(s\), 4 CPU\(s\)\); "
                                                "KERNLOOP_RAY_MODE=synthetic"):
             connect(cluster.env())   # gpu mode (the default) on a cluster of CPUs: said at once
         assert not ray.is_initialized()
@@ -218,7 +220,7 @@ def test_a_judge_past_its_time_a_lost_task_and_a_node_without_torch(cluster, tmp
         res = backend.evaluate(spec, base, base, tmp_path / "slow")
         assert not res["ok"] and res["error"].startswith("ray: on node ")
         assert "checker timed out after 2 s" in res["error"]
-        assert res["backend_meta"]["node"].rsplit("/", 1)[1] in ids(cluster.nodes + [broken])
+        assert res["backend_meta"]["node"].rsplit("/", 1)[1] in ids(cluster.nodes)
         ray.shutdown()
 
         backend, _ = connect(cluster.env(KERNLOOP_RAY_WAIT_S="1", KERNLOOP_CHECK_TIMEOUT_S="1",
@@ -228,6 +230,10 @@ def test_a_judge_past_its_time_a_lost_task_and_a_node_without_torch(cluster, tmp
         assert "cancelled" in res["error"] and len(res["backend_meta"]["attempts"]) == 1
         ray.shutdown()
 
+        # added only now: a job that asks for no resource of its own may land on any node
+        broken = cluster.add(cpus=1, env_vars={"PYTHONPATH": str(shadow.parent)},
+                             resources={"kernloop_test_broken": 1})
+
         backend, _ = connect(cluster.env(KERNLOOP_RAY_RESOURCES='{"kernloop_test_broken": 1}', **SYNTH))
         res = backend.evaluate(spec, base, base, tmp_path / "broken")
         label = res["backend_meta"]["node"]
@@ -236,6 +242,8 @@ def test_a_judge_past_its_time_a_lost_task_and_a_node_without_torch(cluster, tmp
             f"ray: node {label} lacks a package the judge needs (ModuleNotFoundError: No module "
             "named 'torch')"), res["error"]
         ray.shutdown()
+        cluster.kill(broken)   # gone before the batch below, which may land on any node
+        broken = None
 
         backend, _ = connect(cluster.env(**SYNTH))
         a, b = backend.evaluate_batch(spec, [("itA", base), ("itB", base)], base, tmp_path / "batch0001")
@@ -244,4 +252,5 @@ def test_a_judge_past_its_time_a_lost_task_and_a_node_without_torch(cluster, tmp
         assert (tmp_path / "batch0001" / "itA" / "checker.log").exists()
     finally:
         ray.shutdown()
-        cluster.kill(broken)
+        if broken is not None:
+            cluster.kill(broken)

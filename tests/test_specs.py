@@ -210,7 +210,6 @@ def test_checker_accepts_baseline(checked):
     labels = {s.shape_label(sh) for sh in s.check_shapes}
     assert set(r["rel_l2"]) == labels, r["rel_l2"]
     assert all(v is not None and v <= s.tolerance for v in r["rel_l2"].values()), r["rel_l2"]
-    assert r["wall_s"] < 30, f"interpreter check of {checked['name']} took {r['wall_s']:.1f}s"
 
 
 def test_checker_rejects_planted_bug(checked):

@@ -26,8 +26,8 @@ def main(argv: list[str]) -> int:
         serve, argv = Path(argv[1]), argv[2:]
     flags = ["--mode", _flag(argv, "--mode", "gpu"), "--spares", "1",
              "--flush", _flag(argv, "--flush", "read")]
-    if "--settle-us" in argv:
-        flags += ["--settle-us", _flag(argv, "--settle-us", "0")]
+    if "--settle-cycles" in argv:
+        flags += ["--settle-cycles", _flag(argv, "--settle-cycles", "0")]
     p = subprocess.Popen([sys.executable, str(serve), *flags], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, env=os.environ)
     p.stdin.write(json.dumps({"op": "job", "id": "1", "argv": argv,

@@ -220,10 +220,10 @@ def profile_texts(result) -> list[str]:
 
 
 def build_iteration(ev, idx, ctx):
-    files, lim, used = ctx["files"], ctx["limits"], ctx["used"]
+    """One iteration's card, from its event: verdict, times, rule, diff, checker rows, texts."""
+    files, lim = ctx["files"], ctx["limits"]
     n = as_int(ev.get("iteration"))
     cid = as_text(ev.get("candidate_id")).strip() or (f"it{n:04d}" if n is not None else f"event{idx}")
-    dom = dom_id(cid, used)
     decision = as_dict(ev.get("decision"))
     rule = as_dict(decision.get("rule"))
     result = ev.get("result") if isinstance(ev.get("result"), dict) else None
@@ -232,16 +232,63 @@ def build_iteration(ev, idx, ctx):
     proposal = as_dict(ev.get("proposal"))
     verdict = verdict_of(decision, decision.get("promoted"))
     cand_stats, champ_stats = as_dict(res.get("candidate")), as_dict(res.get("champion"))
+    parent = as_text(ev.get("parent_id")).strip() or None
+    cand_file, parent_file = _files_of(ev, cid, parent, ctx)
+    config = ev.get("candidate_config") if isinstance(ev.get("candidate_config"), dict) else proposal.get("config")
+    ctx["config_of"][cid] = config
+    rels, tol = rel_rows(result)
+    promoted = verdict == "promoted"
+    return {
+        "kind": "iteration", "n": n, "label": f"#{n}" if n is not None else "#?",
+        "diagnosis": diagnosis_texts(ev.get("diagnosis")) if promoted else [],
+        "profile_lines": profile_texts(res) if promoted else [],
+        "cid": cid, "dom": dom_id(cid, ctx["used"]), "parent": parent, "parent_dom": ctx["dom_of"].get(parent),
+        "verdict": verdict, "verdict_label": as_text(decision.get("verdict")).strip() or verdict,
+        "promoted": promoted, "flags": flight_flags(ev),
+        "reason": clip(as_text(decision.get("reason")), lim["text"])[0],
+        "note": clip(as_text(ev.get("note")), lim["text"])[0],
+        "proposer": as_text(ev.get("proposer")), "model": as_text(ev.get("model")),
+        "node": as_text(ev.get("node")) or None,   # --backend ray: the node that ran its job
+        **_times(cand_stats, champ_stats, rule),
+        "significant": rule.get("significant") if isinstance(rule.get("significant"), bool) else None,
+        "timing_rows": stats_rows(cand_stats, champ_stats) if (cand_stats or champ_stats) else [],
+        "roof_rows": roof_rows(res.get("roofline"), res.get("ceilings")),
+        "rule_rows": rule_rows(rule), "rel_rows": rels, "tolerance": tol,
+        "rel_mode": as_text(res.get("mode")),
+        "contract": None if contract is None else {"ok": as_dict(contract).get("ok"),
+                                                   "reasons": contract_reasons(contract)},
+        "checker_rows": checker_rows(result), "errors": error_texts(proposal, res, lim["text"]),
+        "has_result": result is not None,
+        "prop_rows": proposal_rows(proposal), "config_rows": config_rows(config, ctx["config_of"].get(parent)),
+        "config_known": isinstance(ctx["config_of"].get(parent), dict),
+        "prompt": _text_block(files, proposal.get("prompt_file"), lim["prompt"]),
+        "response": _text_block(files, proposal.get("response_file"), lim["response"]),
+        **_diff(files, parent, parent_file, cand_file, lim["diff_lines"]),
+        "cand_href": files.href(cand_file), "cand_file": as_text(cand_file),
+        "parent_href": files.href(parent_file), "parent_file": as_text(parent_file),
+        "champion_after": as_text(ev.get("champion_id")) or None,
+        "champion_after_ms": finite(ev.get("champion_mean_ms")),
+        "speedup_vs_baseline": finite(ev.get("speedup_vs_baseline")),
+        "ts": as_text(ev.get("ts")), "clock": fmt_clock(ev.get("ts")),
+    }
+
+
+def _times(cand_stats: dict, champ_stats: dict, rule: dict) -> dict:
+    """The card's two times (the job's stats, else the rule's), its spread and its speed."""
     cand_ms = finite(cand_stats.get("mean_ms"))
     if cand_ms is None:
         cand_ms = finite(rule.get("cand_mean_ms"))
     champ_ms = finite(champ_stats.get("mean_ms"))
     if champ_ms is None:
         champ_ms = finite(rule.get("champ_mean_ms"))
-    speed = finite(rule.get("speedup"))      # decided and logged by decision.decide: champion / candidate
-    cand_std = finite(cand_stats.get("std_ms"))
+    return {"cand_ms": cand_ms, "champ_ms": champ_ms, "cand_std": finite(cand_stats.get("std_ms")),
+            # decided and logged by decision.decide: champion / candidate
+            "speed": finite(rule.get("speedup"))}
 
-    parent = as_text(ev.get("parent_id")).strip() or None
+
+def _files_of(ev, cid: str, parent, ctx) -> tuple:
+    """(candidate file, parent file) as found in the run folder; the candidate's is remembered."""
+    files = ctx["files"]
     cand_file = ev.get("candidate_file") if isinstance(ev.get("candidate_file"), str) else None
     if files.path(cand_file) is None and files.path(f"candidates/{cid}.py") is not None:
         cand_file = f"candidates/{cid}.py"
@@ -252,14 +299,16 @@ def build_iteration(ev, idx, ctx):
                 parent_file = guess
                 break
     ctx["file_of"][cid] = cand_file
-    config = ev.get("candidate_config") if isinstance(ev.get("candidate_config"), dict) else proposal.get("config")
-    ctx["config_of"][cid] = config
+    return cand_file, parent_file
 
+
+def _diff(files: RunFiles, parent, parent_file, cand_file, diff_lines: int) -> dict:
+    """The candidate's diff against its parent, or a note saying why there is none."""
     diff = None
     new_src = files.text(cand_file)
     old_src = files.text(parent_file)
     if new_src is not None and old_src is not None:
-        body, added, removed, shown, total = render_diff(old_src, new_src, lim["diff_lines"],
+        body, added, removed, shown, total = render_diff(old_src, new_src, diff_lines,
                                                          _rows=files.diff(parent_file, cand_file))
         diff = {"html": body, "added": added, "removed": removed, "shown": shown, "total": total,
                 "identical": added == 0 and removed == 0}
@@ -270,119 +319,107 @@ def build_iteration(ev, idx, ctx):
         diff_note = f"parent {parent or '?'}: its file is not in the run folder, so there is no diff"
     else:
         diff_note = ""
+    return {"diff": diff, "diff_note": diff_note}
 
-    rule_rows = []
-    if rule:
-        sig_ms = num(rule.get("significance_ms"))
-        delta = num(rule.get("delta_ms"))
-        rule_rows = [
-            ("candidate mean", fmt_ms(rule.get("cand_mean_ms")) + " ms", None),
-            ("champion mean (same job)", fmt_ms(rule.get("champ_mean_ms")) + " ms", None),
-            ("speed vs champion", fmt_speedup(speed), None),
-            ("gain", fmt_frac_pct(rule.get("gain")), None),
-            ("min_gain (threshold)", fmt_frac_pct(rule.get("min_gain")), None),
-            ("Δ = champion − candidate", fmt_ms(delta) + " ms", None),
-            ("significance (%sσ)" % fmt_num(rule.get("sigma"), 3) if rule.get("sigma") is not None else "significance",
-             fmt_ms(sig_ms) + " ms", None),
-            ("significant (Δ > significance)", fmt_bool(rule.get("significant")),
-             rule.get("significant") if isinstance(rule.get("significant"), bool) else None),
-            ("n (timed reps each)", fmt_num(rule.get("n")), None),
-        ]
-        if rule.get("threshold_ms") is not None:
-            rule_rows.insert(5, ("threshold = champion × (1 − min_gain)", fmt_ms(rule.get("threshold_ms")) + " ms", None))
-        if rule.get("require_significance") is not None:
-            rule_rows.append(("significance required", fmt_bool(rule.get("require_significance")), None))
-        known = {"cand_mean_ms", "champ_mean_ms", "gain", "speedup", "min_gain", "delta_ms", "significance_ms", "sigma",
-                 "significant", "n", "threshold_ms", "require_significance"}
-        for k, v in rule.items():
-            if k in known:
-                continue
-            if isinstance(v, bool) or v is None:
-                val = fmt_bool(v)
-            elif num(v) is not None and not isinstance(v, str):
-                val = fmt_ms(v) + " ms" if as_text(k).endswith("_ms") else fmt_num(v)
-            else:
-                val = clip(as_text(v), 200)[0]
-            rule_rows.append((as_text(k), val, None))
 
-    rels, tol = rel_rows(result)
+RULE_KNOWN = {"cand_mean_ms", "champ_mean_ms", "gain", "speedup", "min_gain", "delta_ms", "significance_ms",
+              "sigma", "significant", "n", "threshold_ms", "require_significance"}
 
-    prop_rows = []
+
+def rule_rows(rule: dict) -> list[tuple]:
+    """The promotion rule as decision.decide logged it: (label, value, ok) rows, unknown keys last."""
+    if not rule:
+        return []
+    sigma = rule.get("sigma")
+    rows = [
+        ("candidate mean", fmt_ms(rule.get("cand_mean_ms")) + " ms", None),
+        ("champion mean (same job)", fmt_ms(rule.get("champ_mean_ms")) + " ms", None),
+        ("speed vs champion", fmt_speedup(finite(rule.get("speedup"))), None),
+        ("gain", fmt_frac_pct(rule.get("gain")), None),
+        ("min_gain (threshold)", fmt_frac_pct(rule.get("min_gain")), None),
+        ("Δ = champion − candidate", fmt_ms(num(rule.get("delta_ms"))) + " ms", None),
+        ("significance (%sσ)" % fmt_num(sigma, 3) if sigma is not None else "significance",
+         fmt_ms(num(rule.get("significance_ms"))) + " ms", None),
+        ("significant (Δ > significance)", fmt_bool(rule.get("significant")),
+         rule.get("significant") if isinstance(rule.get("significant"), bool) else None),
+        ("n (timed reps each)", fmt_num(rule.get("n")), None),
+    ]
+    if rule.get("threshold_ms") is not None:
+        rows.insert(5, ("threshold = champion × (1 − min_gain)", fmt_ms(rule.get("threshold_ms")) + " ms", None))
+    if rule.get("require_significance") is not None:
+        rows.append(("significance required", fmt_bool(rule.get("require_significance")), None))
+    for k, v in rule.items():
+        if k in RULE_KNOWN:
+            continue
+        if isinstance(v, bool) or v is None:
+            val = fmt_bool(v)
+        elif num(v) is not None and not isinstance(v, str):
+            val = fmt_ms(v) + " ms" if as_text(k).endswith("_ms") else fmt_num(v)
+        else:
+            val = clip(as_text(v), 200)[0]
+        rows.append((as_text(k), val, None))
+    return rows
+
+
+def proposal_rows(proposal: dict) -> list[tuple]:
+    """The proposal's latency, tokens and finish reason, where logged."""
+    rows = []
     for key, label, fmt in (("latency_s", "latency", lambda v: fmt_num(v, 3) + " s" if num(v) is not None else "—"),
                             ("prompt_tokens", "prompt tokens", fmt_num),
                             ("completion_tokens", "completion tokens", fmt_num),
                             ("finish_reason", "finish reason", lambda v: as_text(v, "—"))):
         if proposal.get(key) is not None:
-            prop_rows.append((label, fmt(proposal.get(key))))
+            rows.append((label, fmt(proposal.get(key))))
+    return rows
 
-    checker_rows = []
-    if result is not None:
-        for key, label in (("ok", "ok"), ("stage", "stage"), ("correct", "correct"), ("mode", "mode"),
-                           ("check_dtype", "check dtype"), ("draws", "input draws"), ("backend", "backend"),
-                           ("device", "device"), ("timing_model", "timing model"), ("ceilings", "ceilings"),
-                           ("wall_s", "wall time")):
-            v = res.get(key)
-            if v is None:
-                continue
-            if key == "wall_s":
-                checker_rows.append((label, fmt_duration(v)))
-            elif key == "ceilings" and isinstance(v, dict):
-                for kind, name in (("peak", "datasheet peak"), ("measured", "measured ceiling")):
-                    c = as_dict(ceiling_kinds(v).get(kind))
-                    if c:
-                        parts = [f"{fmt_num(c.get('tflops'))} TFLOP/s", f"{fmt_num(c.get('gbps'))} GB/s",
-                                 as_text(c.get("source"))]
-                        checker_rows.append((name, clip(" · ".join(x for x in parts if x), 300)[0]))
-            elif isinstance(v, bool):
-                checker_rows.append((label, fmt_bool(v)))
-            else:
-                checker_rows.append((label, clip(as_text(v), 300)[0]))
-        meta = as_dict(res.get("backend_meta"))
-        for k, v in list(meta.items())[:12]:
-            checker_rows.append((f"backend · {as_text(k)}", clip(as_text(v), 300)[0]))
 
+CHECKER_FIELDS = (("ok", "ok"), ("stage", "stage"), ("correct", "correct"), ("mode", "mode"),
+                  ("check_dtype", "check dtype"), ("draws", "input draws"), ("backend", "backend"),
+                  ("device", "device"), ("timing_model", "timing model"), ("ceilings", "ceilings"),
+                  ("wall_s", "wall time"))
+
+
+def checker_rows(result) -> list[tuple]:
+    """The checker's result fields as (label, text) rows, the ceilings by kind, the backend's meta."""
+    if result is None:
+        return []
+    rows = []
+    for key, label in CHECKER_FIELDS:
+        v = result.get(key)
+        if v is None:
+            continue
+        if key == "wall_s":
+            rows.append((label, fmt_duration(v)))
+        elif key == "ceilings" and isinstance(v, dict):
+            for kind, name in (("peak", "datasheet peak"), ("measured", "measured ceiling")):
+                c = as_dict(ceiling_kinds(v).get(kind))
+                if c:
+                    parts = [f"{fmt_num(c.get('tflops'))} TFLOP/s", f"{fmt_num(c.get('gbps'))} GB/s",
+                             as_text(c.get("source"))]
+                    rows.append((name, clip(" · ".join(x for x in parts if x), 300)[0]))
+        elif isinstance(v, bool):
+            rows.append((label, fmt_bool(v)))
+        else:
+            rows.append((label, clip(as_text(v), 300)[0]))
+    for k, v in list(as_dict(result.get("backend_meta")).items())[:12]:
+        rows.append((f"backend · {as_text(k)}", clip(as_text(v), 300)[0]))
+    return rows
+
+
+def error_texts(proposal: dict, res: dict, limit: int) -> list[dict]:
     errors = []
     for label, val in (("proposal error", proposal.get("error")), ("parse error", proposal.get("parse_error")),
                        ("checker error", res.get("error"))):
         if val not in (None, "", False):
-            errors.append({"label": label, "text": clip(as_text(val), lim["text"])[0]})
+            errors.append({"label": label, "text": clip(as_text(val), limit)[0]})
+    return errors
 
-    reasons = [clip(as_text(r), 600)[0] for r in as_list(as_dict(contract).get("reasons"))] if contract else []
-    if contract and not reasons and isinstance(as_dict(contract).get("reasons"), str):
+
+def contract_reasons(contract) -> list[str]:
+    reasons = [clip(as_text(r), 600)[0] for r in as_list(as_dict(contract).get("reasons"))]
+    if not reasons and isinstance(as_dict(contract).get("reasons"), str):
         reasons = [as_dict(contract)["reasons"]]
-
-    promoted = verdict == "promoted"
-    return {
-        "kind": "iteration", "n": n, "label": f"#{n}" if n is not None else "#?",
-        "diagnosis": diagnosis_texts(ev.get("diagnosis")) if promoted else [],
-        "profile_lines": profile_texts(res) if promoted else [],
-        "cid": cid, "dom": dom, "parent": parent, "parent_dom": ctx["dom_of"].get(parent),
-        "verdict": verdict, "verdict_label": as_text(decision.get("verdict")).strip() or verdict,
-        "promoted": verdict == "promoted", "flags": flight_flags(ev),
-        "reason": clip(as_text(decision.get("reason")), lim["text"])[0],
-        "note": clip(as_text(ev.get("note")), lim["text"])[0],
-        "proposer": as_text(ev.get("proposer")), "model": as_text(ev.get("model")),
-        "node": as_text(ev.get("node")) or None,   # --backend ray: the node that ran its job
-        "cand_ms": cand_ms, "champ_ms": champ_ms, "cand_std": cand_std, "speed": speed,
-        "significant": rule.get("significant") if isinstance(rule.get("significant"), bool) else None,
-        "timing_rows": stats_rows(cand_stats, champ_stats) if (cand_stats or champ_stats) else [],
-        "roof_rows": roof_rows(res.get("roofline"), res.get("ceilings")),
-        "rule_rows": rule_rows, "rel_rows": rels, "tolerance": tol,
-        "rel_mode": as_text(res.get("mode")),
-        "contract": None if contract is None else {"ok": as_dict(contract).get("ok"), "reasons": reasons},
-        "checker_rows": checker_rows, "errors": errors, "has_result": result is not None,
-        "prop_rows": prop_rows, "config_rows": config_rows(config, ctx["config_of"].get(parent)),
-        "config_known": isinstance(ctx["config_of"].get(parent), dict),
-        "prompt": _text_block(files, proposal.get("prompt_file"), lim["prompt"]),
-        "response": _text_block(files, proposal.get("response_file"), lim["response"]),
-        "diff": diff, "diff_note": diff_note,
-        "cand_href": files.href(cand_file), "cand_file": as_text(cand_file),
-        "parent_href": files.href(parent_file), "parent_file": as_text(parent_file),
-        "champion_after": as_text(ev.get("champion_id")) or None,
-        "champion_after_ms": finite(ev.get("champion_mean_ms")),
-        "speedup_vs_baseline": finite(ev.get("speedup_vs_baseline")),
-        "ts": as_text(ev.get("ts")), "clock": fmt_clock(ev.get("ts")),
-    }
+    return reasons
 
 
 def build_research(ev, k, ctx):

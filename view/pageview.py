@@ -73,6 +73,7 @@ def interruptions_of(end: dict, events: list) -> list[dict]:
 
 
 def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=None, files=None) -> dict:
+    """The whole page's view model: header, champion's history, baseline, cards, chart."""
     run_dir = Path(run_dir)
     if events is None:
         warnings = []
@@ -80,32 +81,57 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
     warnings = list(warnings or [])
     files = files or RunFiles(run_dir)
     ctx = {"files": files, "limits": limits, "used": set(), "file_of": {"baseline": "baseline.py"},
-           "config_of": {},
-           "dom_of": {}}
-
-    starts = [e for e in events if e.get("event") == "run_start"]
-    ends = [e for e in events if e.get("event") == "run_end"]
-    if ends and events[-1] is not ends[-1]:   # interrupted, then resumed: live again
-        ends = []
-    baselines = [e for e in events if e.get("event") == "baseline"]
-    start, end = as_dict(starts[0] if starts else None), as_dict(ends[-1] if ends else None)
-    base_ev = as_dict(baselines[-1] if baselines else None)
+           "config_of": {}, "dom_of": {}}
+    start, end, base_ev = _frame_events(events)
     base_res = as_dict(base_ev.get("result"))
-    spec = as_dict(start.get("spec"))
-    if isinstance(spec.get("resolved"), dict):          # a spec logged as {name, path, resolved: {...}}
-        spec = {**spec["resolved"], **{k: v for k, v in spec.items() if v is not None and k != "resolved"}}
     if base_ev.get("candidate_file"):
         ctx["file_of"]["baseline"] = base_ev.get("candidate_file")
     ctx["dom_of"]["baseline"] = "k-baseline"
     ctx["config_of"]["baseline"] = base_ev.get("candidate_config")
-
     synthetic = any(e.get("synthetic") is True or as_dict(e.get("result")).get("synthetic") is True for e in events)
     backends = []
     for e in events:
         b = as_text(e.get("backend")).strip()
         if b and b not in backends:
             backends.append(b)
+    items, iters, research = _cards(events, ctx, warnings)
+    peers, peers_job, peers_skipped = peers_of(events)
+    view = {
+        "peers": peers, "peers_job": peers_job, "peers_skipped": peers_skipped,
+        "peers_note": NO_PEERS_SYNTHETIC if synthetic and not peers else "",
+        "final_line": clip(as_text(end.get("final_line")), 1200)[0] if end.get("final_line") else "",
+        "run_id": as_text(start.get("run_id")) or as_text(events[0].get("run_id") if events else "") or run_dir.name,
+        "run_dir": run_dir.name, "live": not end, "has_events": bool(events),
+        "resume_path": str(run_dir.resolve()),   # what the terminal prints: works from any directory
+        "refresh_s": REFRESH_S, "synthetic": synthetic, "backends": backends,
+        "backend": ", ".join(backends) or "—",
+        **_run_header(start, end, events, iters, base_res),
+        "interruptions": interruptions_of(end, events),
+        **_champion_history(events, iters, end, bool(base_ev), base_res, ctx["dom_of"]),
+        "counts": _counts(iters), "iters": iters, "research": research, "entries": items,
+        "baseline": _baseline_card(base_ev, base_res, files, limits) if base_ev else None,
+        "champion_href": files.href("champion.py"),
+        "warnings": warnings,
+        "limits": limits, "generated": fmt_ts(_dt.datetime.now(_dt.timezone.utc).isoformat()),
+    }
+    view["chart"] = chart.build_chart(view)
+    view["inline_bytes"] = _inline_bytes(iters, research)
+    return view
 
+
+def _frame_events(events) -> tuple[dict, dict, dict]:
+    """run_start, run_end ({} while the run is live, or live again after a resume) and the baseline."""
+    starts = [e for e in events if e.get("event") == "run_start"]
+    ends = [e for e in events if e.get("event") == "run_end"]
+    if ends and events[-1] is not ends[-1]:   # interrupted, then resumed: live again
+        ends = []
+    baselines = [e for e in events if e.get("event") == "baseline"]
+    return (as_dict(starts[0] if starts else None), as_dict(ends[-1] if ends else None),
+            as_dict(baselines[-1] if baselines else None))
+
+
+def _cards(events, ctx, warnings: list) -> tuple[list, list, list]:
+    """(every card in log order, the iterations' cards, the research cards); a bad event is a warning."""
     items, iters, research = [], [], []
     unknown = 0
     sights = {as_text(e.get("candidate_id")): e for e in events if e.get("event") == "sight"}
@@ -133,14 +159,17 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
     for it in iters:
         if it["parent"] and not it["parent_dom"]:
             it["parent_dom"] = ctx["dom_of"].get(it["parent"])
+    return items, iters, research
 
-    # the baseline and the champion's trajectory
+
+def _champion_history(events, iters, end: dict, has_baseline: bool, base_res: dict, dom_of: dict) -> dict:
+    """The baseline's and the champion's times, speedup and rooflines as the log records them:
+    every iteration names the champion after its decision, its time and its speedup over the
+    baseline; run_end has the final word. Sets each card's champ_line_ms (the chart's step line)."""
     base_ms = finite(as_dict(base_res.get("candidate")).get("mean_ms"))
     if base_ms is None:
         base_ms = finite(end.get("baseline_mean_ms"))
-    # The champion's history as the log records it: every iteration names the champion after its
-    # decision, its time and its speedup over the baseline; run_end has the final word.
-    champ_ms, champ_id, speedup = base_ms, "baseline" if baselines else None, None
+    champ_ms, champ_id, speedup = base_ms, "baseline" if has_baseline else None, None
     champ_roof = as_dict(as_dict(base_res.get("roofline")).get("candidate"))
     for it in iters:
         champ_id = it["champion_after"] or champ_id
@@ -152,16 +181,25 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         dec = as_dict(ev.get("decision"))
         if ev.get("event") == "iteration" and verdict_of(dec, dec.get("promoted")) == "promoted":
             champ_roof = as_dict(as_dict(as_dict(ev.get("result")).get("roofline")).get("candidate"))
-    if ends:
+    if end:
         champ_ms, speedup = finite(end.get("champion_mean_ms")), finite(end.get("speedup"))
         champ_id = as_text(end.get("champion_id")) or champ_id
     base_roof = as_dict(as_dict(base_res.get("roofline")).get("candidate"))
     ceilings = as_dict(base_res.get("ceilings"))   # one device per run: the baseline job's ceilings
+    return {"base_ms": base_ms, "champ_ms": champ_ms, "champ_id": champ_id, "speedup": speedup,
+            "champ_dom": dom_of.get(champ_id) if champ_id else None,
+            "champ_roof": roof_headline(champ_roof, ceilings), "base_roof": roof_headline(base_roof, ceilings)}
 
+
+def _counts(iters) -> dict:
     counts = {v: 0 for v in VERDICTS + ("unknown",)}
     for it in iters:
         counts[it["verdict"]] = counts.get(it["verdict"], 0) + 1
+    return counts
 
+
+def _run_header(start: dict, end: dict, events, iters, base_res: dict) -> dict:
+    """The header's fields about the run: spec, proposer, device, versions, clock, iterations."""
     t_start = parse_ts(start.get("ts")) or (parse_ts(events[0].get("ts")) if events else None)
     t_last = None
     for e in events:
@@ -170,38 +208,14 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
     duration_live = False
     if duration is None and t_start and t_last:
         duration = (t_last - t_start).total_seconds()
-        duration_live = not ends
-
-    planned = as_int(start.get("iterations"))
+        duration_live = not end
     done = as_int(end.get("iterations_done"))
-    if done is None:
-        done = len(iters)
-    last_it = max([it["n"] for it in iters if it["n"] is not None] or [0])
-
     versions = as_dict(start.get("versions")) or as_dict(base_res.get("versions"))
     device = as_text(start.get("device")) or as_text(base_res.get("device"))
-    shapes = [shape_label(s) for s in as_list(spec.get("shapes"))]
-    tol = spec.get("tolerance")
-    tol_text = (", ".join(f"{as_text(k)} ≤ {fmt_num(v)}" for k, v in tol.items()) if isinstance(tol, dict)
-                else (f"rel_l2 ≤ {fmt_num(tol)}" if num(tol) is not None else as_text(tol)))
     argv = start.get("argv")
     argv_text = shlex.join([as_text(a) for a in argv]) if isinstance(argv, list) else as_text(argv)
-
-    run_id = as_text(start.get("run_id")) or as_text(events[0].get("run_id") if events else "") or run_dir.name
-    peers, peers_job, peers_skipped = peers_of(events)
-    view = {
-        "peers": peers, "peers_job": peers_job, "peers_skipped": peers_skipped,
-        "peers_note": NO_PEERS_SYNTHETIC if synthetic and not peers else "",
-        "final_line": clip(as_text(end.get("final_line")), 1200)[0] if end.get("final_line") else "",
-        "run_id": run_id, "run_dir": run_dir.name, "live": not ends, "has_events": bool(events),
-        "resume_path": str(run_dir.resolve()),   # what the terminal prints: works from any directory
-        "refresh_s": REFRESH_S, "synthetic": synthetic, "backends": backends,
-        "backend": ", ".join(backends) or "—",
-        "spec": {"name": as_text(spec.get("name")) or "(unnamed spec)", "path": as_text(spec.get("path")),
-                 "entry": as_text(spec.get("entry")), "dtype": as_text(spec.get("dtype")),
-                 "description": clip(as_text(spec.get("description")), 600)[0], "shapes": shapes,
-                 "check_shapes": [shape_label(s) for s in as_list(spec.get("check_shapes"))],
-                 "tolerance": tol_text},
+    return {
+        "spec": _spec_header(as_dict(start.get("spec"))),
         "proposer": as_text(start.get("proposer")), "model": as_text(start.get("model")),
         "endpoint_host": as_text(start.get("endpoint_host")),
         "proposer_note": clip(as_text(start.get("proposer_note")), 600)[0],
@@ -214,36 +228,46 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         "started": fmt_ts(start.get("ts") or (events[0].get("ts") if events else None)),
         "last_event": fmt_ts(t_last.isoformat()) if t_last else "—",
         "duration": fmt_duration(duration), "duration_live": duration_live,
-        "planned": planned, "done": done, "last_it": last_it,
+        "planned": as_int(start.get("iterations")), "done": len(iters) if done is None else done,
+        "last_it": max([it["n"] for it in iters if it["n"] is not None] or [0]),
         "stop_reason": clip(as_text(end.get("stop_reason")), 600)[0], "stopped": as_text(end.get("stopped")),
-        "interruptions": interruptions_of(end, events),
-        "base_ms": base_ms, "champ_ms": champ_ms, "champ_id": champ_id, "speedup": speedup,
-        "champ_dom": ctx["dom_of"].get(champ_id) if champ_id else None,
-        "champ_roof": roof_headline(champ_roof, ceilings), "base_roof": roof_headline(base_roof, ceilings),
-        "counts": counts, "iters": iters, "research": research, "entries": items,
-        "baseline": None if not base_ev else {
-            "file": as_text(base_ev.get("candidate_file")) or "baseline.py",
-            "href": files.href(as_text(base_ev.get("candidate_file")) or "baseline.py"),
-            "timing_rows": stats_rows(base_res.get("candidate"), base_res.get("champion"))
-            if base_res.get("candidate") or base_res.get("champion") else [],
-            "rel_rows": rel_rows(base_res)[0], "tolerance": rel_rows(base_res)[1],
-            "roof_rows": roof_rows(base_res.get("roofline"), base_res.get("ceilings")),
-            "error": clip(as_text(base_res.get("error")), limits["text"])[0] if base_res.get("error") else "",
-            "ok": base_res.get("ok"), "mode": as_text(base_res.get("mode")), "clock": fmt_clock(base_ev.get("ts")),
-            "diagnosis": diagnosis_texts(base_ev.get("diagnosis")), "profile_lines": profile_texts(base_res),
-        },
-        "champion_href": files.href("champion.py"),
-        "warnings": warnings,
-        "limits": limits, "generated": fmt_ts(_dt.datetime.now(_dt.timezone.utc).isoformat()),
     }
-    view["chart"] = chart.build_chart(view)
+
+
+def _spec_header(spec: dict) -> dict:
+    if isinstance(spec.get("resolved"), dict):          # a spec logged as {name, path, resolved: {...}}
+        spec = {**spec["resolved"], **{k: v for k, v in spec.items() if v is not None and k != "resolved"}}
+    tol = spec.get("tolerance")
+    tol_text = (", ".join(f"{as_text(k)} ≤ {fmt_num(v)}" for k, v in tol.items()) if isinstance(tol, dict)
+                else (f"rel_l2 ≤ {fmt_num(tol)}" if num(tol) is not None else as_text(tol)))
+    return {"name": as_text(spec.get("name")) or "(unnamed spec)", "path": as_text(spec.get("path")),
+            "entry": as_text(spec.get("entry")), "dtype": as_text(spec.get("dtype")),
+            "description": clip(as_text(spec.get("description")), 600)[0],
+            "shapes": [shape_label(s) for s in as_list(spec.get("shapes"))],
+            "check_shapes": [shape_label(s) for s in as_list(spec.get("check_shapes"))],
+            "tolerance": tol_text}
+
+
+def _baseline_card(base_ev: dict, base_res: dict, files: RunFiles, limits: dict) -> dict:
+    return {
+        "file": as_text(base_ev.get("candidate_file")) or "baseline.py",
+        "href": files.href(as_text(base_ev.get("candidate_file")) or "baseline.py"),
+        "timing_rows": stats_rows(base_res.get("candidate"), base_res.get("champion"))
+        if base_res.get("candidate") or base_res.get("champion") else [],
+        "rel_rows": rel_rows(base_res)[0], "tolerance": rel_rows(base_res)[1],
+        "roof_rows": roof_rows(base_res.get("roofline"), base_res.get("ceilings")),
+        "error": clip(as_text(base_res.get("error")), limits["text"])[0] if base_res.get("error") else "",
+        "ok": base_res.get("ok"), "mode": as_text(base_res.get("mode")), "clock": fmt_clock(base_ev.get("ts")),
+        "diagnosis": diagnosis_texts(base_ev.get("diagnosis")), "profile_lines": profile_texts(base_res),
+    }
+
+
+def _inline_bytes(iters, research) -> int:
+    """About how many bytes the inline texts add to the page (the size budget's measure)."""
     inline = 0
     for it in iters:
         inline += len(it["note"]) * 2 + len(it["reason"]) * 2 + sum(len(e["text"]) for e in it["errors"])
         inline += len(it["diff"]["html"]) if it["diff"] else 0
         inline += sum(len(t["text"]) for t in (it["prompt"], it["response"]) if t)
     inline += sum(len(r["notes"]) for r in research)
-    view["inline_bytes"] = int(inline * 1.04)        # escaping adds a little
-    return view
-
-
+    return int(inline * 1.04)        # escaping adds a little
