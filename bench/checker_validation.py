@@ -414,7 +414,7 @@ def summary(res):
     for row in res.get("flush", []) if isinstance(res.get("flush"), list) else []:
         print(f"flush {row['kernel']:<22} " + " ".join(f"{m}={row[m]['median_ms']:.4f}" for m in ("none", "zero", "read", "read_settle", "rotate")))
     for row in res.get("gap", []) if isinstance(res.get("gap"), list) else []:
-        print(f"gap {row['kernel']:<22} settle={row["settle_cycles"]} warm={row['min_warm_ms']}ms "
+        print(f"gap {row['kernel']:<22} settle={row['settle_cycles']} warm={row['min_warm_ms']}ms "
               f"mean={row['stats']['mean_ms']:.4f} median={row['stats']['median_ms']:.4f} std={row['stats']['std_ms']:.4f}")
     t = res.get("tiny", {})
     if "idle_sync_each" in t:
