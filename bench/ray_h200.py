@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import decision  # noqa: E402
+from bench import record  # noqa: E402
 from spec import load_spec  # noqa: E402
 
 
@@ -110,32 +111,12 @@ def loop_run(spec_path: str, iterations: int, mode: str, work: Path) -> dict:
             "command": " ".join(cmd[1:]).replace(str(work), "<tmp>")}
 
 
-def versions() -> dict:
-    v = {"python": platform.python_version()}
-    for mod in ("torch", "triton", "ray"):
-        try:
-            v[mod] = __import__(mod).__version__
-        except ImportError:
-            v[mod] = None
-    return v
-
-
-def device_name() -> str:
-    try:
-        import torch
-        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU only"
-    except Exception as e:   # noqa: BLE001
-        return f"unknown ({e})"
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=["gpu", "synthetic"], default="gpu")
     ap.add_argument("--spec", default="specs/matmul.yaml")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--iterations", type=int, default=4)
-    ap.add_argument("--commit", default=os.environ.get("KERNLOOP_COMMIT", ""),
-                    help="the commit this tree is (the device's copy has no .git)")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
     spec = load_spec(a.spec)
@@ -151,12 +132,9 @@ def main(argv=None) -> int:
                    "loop run through --backend ray",
            "synthetic": a.mode == "synthetic", "mode": a.mode, "spec": a.spec,
            "min_gain": min_gain, "sigma": sigma, "ray_line": line,
-           "commit": a.commit or "unknown", "versions": versions(), "device": device_name(),
            "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-           "command": "python3 bench/ray_h200.py " + " ".join(argv or sys.argv[1:]),
            "aa": res_aa, "loop": res_loop}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    record.write(a.out, doc, default=str)   # commit (KERNLOOP_BENCH_COMMIT on the device), versions, command
     print(f"\nloop run: exit {res_loop['returncode']}, {len(res_loop['iterations'])} iterations, "
           f"{res_loop['wall_s']} s; first line: {res_loop['first_line'][:150]}")
     print(f"{'path':6} {'decisions':>9} {'ok':>4} {'false promo':>11} {'gain median':>12} "

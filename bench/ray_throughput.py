@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from bench import record  # noqa: E402
 from bench.parallel_throughput import Answers, ts  # noqa: E402
 from loopback_openai import LoopbackOpenAI  # noqa: E402
 from ray_cluster import LocalCluster  # noqa: E402
@@ -76,27 +77,6 @@ def one_run(nodes: int, k: int, iterations: int, seconds: float, out: Path) -> d
             "command": " ".join(cmd[1:]).replace(str(out), "<tmp>")}
 
 
-def versions() -> dict:
-    v = {"python": platform.python_version()}
-    for mod in ("torch", "triton", "ray"):
-        try:
-            v[mod] = __import__(mod).__version__
-        except ImportError:
-            v[mod] = None
-    return v
-
-
-def commit() -> dict:
-    """The commit the benchmark runs, read when it starts, and the tracked files changed since."""
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    try:
-        return {"commit": git("rev-parse", "HEAD") or "unknown",
-                "changed_files": [ln[3:] for ln in git("status", "--porcelain", "--untracked-files=no").splitlines()]}
-    except OSError:
-        return {"commit": "unknown", "changed_files": []}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, nargs="+", default=[1, 2])
@@ -105,7 +85,6 @@ def main(argv=None) -> int:
     ap.add_argument("--llm-seconds", type=float, default=20.0)
     ap.add_argument("--out", type=Path, required=True, help="JSON file to write")
     a = ap.parse_args(argv)
-    code = commit()
     runs = []
     for n in a.nodes:
         with tempfile.TemporaryDirectory() as tmp:
@@ -118,12 +97,10 @@ def main(argv=None) -> int:
                     "this one machine (one job slot each), sharing its cores: not a GPU measurement",
            "synthetic": True, "llm_seconds": a.llm_seconds,
            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "device": "CPU only"},
-           "versions": versions(), **code, "runs": runs,
+           "runs": runs,
            "speedup_vs_first": {r["nodes"]: round(r["decided_per_hour"] / runs[0]["decided_per_hour"], 2)
-                                for r in runs},
-           "bench_command": "python bench/ray_throughput.py " + " ".join(argv or sys.argv[1:])}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1) + "\n")
+                                for r in runs}}
+    record.write(a.out, doc)   # commit, versions, device, command
     print(f"\n{'nodes':>5} {'decided':>7} {'per hour':>9} {'judge s (median)':>17} {'load before':>12}")
     for r in runs:
         print(f"{r['nodes']:>5} {r['decided']:>7} {r['decided_per_hour']:>9} "

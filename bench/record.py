@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("torch", "triton", "liger-kernel", "quack-kernels", "nvidia-cutlass-dsl", "numpy")
+PACKAGES = ("torch", "triton", "liger-kernel", "quack-kernels", "nvidia-cutlass-dsl", "numpy", "ray")
 
 
 def commit(root: Path = ROOT) -> dict:

@@ -179,22 +179,6 @@ def tasks(pid="self") -> dict:
     return out
 
 
-def live_children(pid="self") -> list[int]:
-    """Child processes of a process not yet reaped (zombies included: they ran), from /proc."""
-    kids = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return kids
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids += [int(x) for x in f.read().split()]
-        except OSError:
-            continue
-    return kids
-
-
 def aten_recorder(torch):
     """A dispatch mode that records the name of every aten op reached inside it (re-entrant)."""
     from torch.utils._python_dispatch import TorchDispatchMode

@@ -101,7 +101,7 @@ class Side:
             if new:
                 raise Reject(stage, f"{self.role} started threads: {len(new)} more in "
                              f"/proc/{pid}/task ({', '.join(sorted(set(new.values())))})", False)
-        kids = contain.live_children(pid)
+        kids = tree.children(pid)
         if kids:
             raise Reject(stage, f"{self.role} started processes still alive: {kids}", False)
         no_strays()   # read after the children: a daemon is in one list or the other
