@@ -28,10 +28,9 @@ from pathlib import Path
 
 from backends.local import Backend, failed_result, stage_job
 from backends.nebius_batch import BATCH_MARKER, parse_batch_lines, stage_batch
-from backends.nebius_cli import (FINAL_STATES, CliMissing, CliOut, classify_cli_error,  # noqa: F401
-                                 find_cli, job_id_from_create, job_status, load_json, normalize_state,
-                                 run_cli)
-from backends.nebius_settings import NebiusSettings, settings_from_env  # noqa: F401
+from backends.nebius_cli import (FINAL_STATES, CliMissing, CliOut, classify_cli_error, find_cli,
+                                 job_id_from_create, job_status, load_json, run_cli)
+from backends.nebius_settings import NebiusSettings, settings_from_env
 from backends.resultline import MARKER, ResultLineError, parse_result_line, strip_ansi, validate_result
 
 MAX_INJECT_BYTES = 64 * 1024          # --inject-file limit (verified)
@@ -285,17 +284,23 @@ class NebiusBackend(Backend):
         job.words = entry_words(job.settings, peers and self.times_peers)
         files = stage_job(spec, candidate and Path(candidate), champion and Path(champion), workdir)
         files["entry"] = write_entry(workdir)
+        return self._guarded(job, workdir, lambda: self._run_job(job, spec, files, workdir),
+                             lambda why: self._fail(job, why))
+
+    def _guarded(self, job: _Job, workdir: Path, run, on_missing):
+        """run(), with the job's journal written however it ends: a missing CLI gives
+        on_missing(why); Ctrl-C or a bug mid-wait cancels a job still billing, then propagates."""
         try:
-            result = self._run_job(job, spec, files, workdir)
+            out = run()
         except CliMissing as e:
-            result = self._fail(job, f"nebius: {e}; no job was created")
+            out = on_missing(f"nebius: {e}; no job was created")
         except BaseException:   # Ctrl-C or a bug mid-wait: the job must not keep billing
             if job.id and job.state not in FINAL_STATES:
                 job.log(self._give_up(job, "KernLoop was interrupted"))
             self._write_journal(job, workdir)
             raise
         self._write_journal(job, workdir)
-        return result
+        return out
 
     def _run_job(self, job: _Job, spec, files: dict[str, Path], workdir: Path) -> dict:
         err = self._start_and_wait(job, spec, files, workdir)
@@ -318,17 +323,10 @@ class NebiusBackend(Backend):
         job = _Job(self.settings.for_spec(spec), self.say)
         cids = [cid for cid, _ in candidates]
         files = stage_batch(spec, candidates, champion, workdir, ENTRY)
-        try:
+        def run() -> list[dict]:
             err = self._start_and_wait(job, spec, files, workdir)
-            results = [self._fail(job, err)] * len(cids) if err else self._collect_batch(job, workdir, cids)
-        except CliMissing as e:
-            results = [self._fail(job, f"nebius: {e}; no job was created")] * len(cids)
-        except BaseException:   # Ctrl-C or a bug mid-wait: the job must not keep billing
-            if job.id and job.state not in FINAL_STATES:
-                job.log(self._give_up(job, "KernLoop was interrupted"))
-            self._write_journal(job, workdir)
-            raise
-        self._write_journal(job, workdir)
+            return [self._fail(job, err)] * len(cids) if err else self._collect_batch(job, workdir, cids)
+        results = self._guarded(job, workdir, run, lambda why: [self._fail(job, why)] * len(cids))
         return [json.loads(json.dumps(r)) for r in results]   # one dict per candidate
 
     def _collect_batch(self, job: _Job, workdir: Path, cids: list[str]) -> list[dict]:

@@ -23,6 +23,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import fake_nebius  # noqa: E402
 import nebius_jobs as nj  # noqa: E402
+from backends.nebius_cli import normalize_state  # noqa: E402
 from spec import load_spec  # noqa: E402
 from settings import SettingsError  # noqa: E402
 from trajectory import read_events  # noqa: E402
@@ -263,7 +264,7 @@ def test_env_vars_table_matches_the_code_and_the_doc():
 @pytest.mark.parametrize("raw,want", [("RUNNING", "RUNNING"), ("STATE_COMPLETED", "COMPLETED"),
                                       (7, "FAILED"), ("cancelled", "CANCELLED"), (None, "")])
 def test_state_names_are_normalized(raw, want):
-    assert nj.normalize_state(raw) == want
+    assert normalize_state(raw) == want
 
 
 @pytest.mark.parametrize("out,want", [
