@@ -13,9 +13,9 @@ import time
 # GPU spin after each flush (see Flusher), in SM clock cycles: longer than the host needs from
 # the start event to the candidate's launch, including Python dispatch under the op recorder
 # (200 us at 2.5 GHz; 253 us at the H200's 1.98 GHz boost). One fixed count, the judge's, for
-# both workers of an A/B: each worker once calibrated its own from a clock that was still
-# ramping, and spins that differed by up to 2x made honest workers' overheads differ by up to
-# 0.2 ms per call (results/session5 call 3), which hid a worker reporting 5% low.
+# both workers of an A/B. Each worker once calibrated its own from a clock that could still be
+# ramping; spins differing by up to 2x are the likely cause of honest workers' overheads
+# differing by up to 0.2 ms per call (results/session5 call 3; not yet re-measured on a GPU).
 SETTLE_CYCLES = 500_000
 
 # Two ceilings per device, never mixed: the DATASHEET peak (dense bf16 tensor-core TFLOP/s, no
