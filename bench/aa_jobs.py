@@ -56,7 +56,16 @@ def one_job(backend, spec, copy: Path, champ: Path, work: Path, min_gain: float,
             "champ_median_ms": champ_s.get("median_ms"), "job_wall_s": round(wall, 3),
             "judge_wall_s": res.get("wall_s"),
             "verdict_s": phase.get("sight", phase.get("end")),
-            "second_look": "sight" in phase, "error": res.get("error")}
+            "second_look": "sight" in phase, "error": res.get("error"),
+            "clock": _clock(res.get("wall_probe_ms"))}
+
+
+def _clock(probe: dict | None) -> dict | None:
+    """The judge's clock check of this job, without its per-pair list (the shift is what a
+    tolerance is chosen from: clock.GPU_TOL_ABS_MS)."""
+    if not probe:
+        return None
+    return {k: v for k, v in probe.items() if k != "pair_diffs"}
 
 
 def summarize(jobs: list[dict]) -> dict:
@@ -74,7 +83,18 @@ def summarize(jobs: list[dict]) -> dict:
             "gain_min": min(gains) if gains else None, "gain_max": max(gains) if gains else None,
             "job_wall_s_median": med(walls), "job_wall_s_max": max(walls) if walls else None,
             "verdict_s_median": med(verdicts),
-            "second_looks": sum(j["second_look"] for j in jobs)}
+            "second_looks": sum(j["second_look"] for j in jobs),
+            "clock_rejections": sum("overhead" in (j["reason"] or "") for j in jobs),
+            "clock_shift_ms": _spread([(j.get("clock") or {}).get("overhead_shift") for j in jobs])}
+
+
+def _spread(shifts: list) -> dict | None:
+    """The widest honest overhead-shift interval ends seen (pure): what GPU_TOL_ABS_MS must clear."""
+    iv = [x for x in shifts if x]
+    if not iv:
+        return None
+    return {"n": len(iv), "lo_min": min(x["lo"] for x in iv), "hi_max": max(x["hi"] for x in iv),
+            "est_median": statistics.median(x["est"] for x in iv)}
 
 
 def main(argv=None) -> int:
@@ -97,7 +117,8 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     jobs = []
     doc = {"what": "A/A: a copy of the baseline against the baseline, each decision its own judge "
-                   "job (fresh judge, workers and arenas); every promotion is false",
+                   "job (cold: a fresh judge, workers and arenas; warm: one judge for all jobs, the candidate's "
+                   "worker fresh every job, the champion's kept); every promotion is false",
            "mode": a.mode, "synthetic": backend.synthetic, "spec": spec.name,
            "champion": spec.baseline.name, "rule": {"min_gain": min_gain, "sigma": sigma},
            "checker_args": a.checker_args, "jobs_asked": a.jobs, "max_minutes": a.max_minutes,
