@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
 from pathlib import Path
 
@@ -139,6 +138,13 @@ def peers_section(current: bool) -> str:
 
 # ---------------------------------------------------------------- A/A, bias, power, cost, fidelity
 
+EXERCISED = {   # what one A/A job of each judge samples (docs/warm-judge.md)
+    "cold": "every job a fresh judge, fresh workers, fresh arenas: the job-to-job variation a run sees",
+    "warm": "one warm judge for all jobs (the default): the candidate's worker and both arenas fresh "
+            "every job, the champion's worker kept, as in a run whose champion does not change",
+    "warm-fresh": "one warm judge for all jobs: both workers and both arenas fresh every job"}
+
+
 def aa_section() -> str:
     rounds = "results/session4/call5_judge_validation.json"
     batches = ["results/session4/call3_aa_batch.json", "results/session4/call4_aa_batch.json"]
@@ -147,9 +153,10 @@ def aa_section() -> str:
     for f in jobs:
         d = load(f)
         s = d["summary"]
-        rows.append([f"{d['spec']}, {s['decided']} separate judge jobs", f"**{s['false_promotions']}/{s['decided']}**",
-                     f"{pct(s['gain_median'])} (sd {pct(s['gain_sd'])[1:]})",
-                     "every job a fresh judge, fresh workers, fresh arenas: the job-to-job variation a run sees"])
+        judge = d.get("judge") or "cold"
+        rows.append([f"{d['spec']}, {s['decided']} separate judge jobs ({judge})",
+                     f"**{s['false_promotions']}/{s['decided']}**",
+                     f"{pct(s['gain_median'])} (sd {pct(s['gain_sd'])[1:]})", EXERCISED[judge]])
     v = load(rounds)
     for key in ("aa_softmax", "aa_matmul"):
         a = v[key]
@@ -196,14 +203,49 @@ def bias_section() -> str:
 
 
 def power_section() -> str:
-    f = "results/session4/call5_judge_validation.json"
+    f, jobs = "results/session4/call5_judge_validation.json", "results/session7/verdict_power.json"
     v = load(f)
-    rows = [[v[k]["spec"], f"{v[k]['promotions']}/{v[k]['n']}", pct(v[k]["true_gain_median"], 1),
-             ms(v[k]["base_median_ms"])] for k in ("power_softmax", "power_matmul")]
-    return section("Power: a truly faster candidate is promoted", [f],
+    rows = [[v[k]["spec"], f"{v[k]['n']} rounds inside one judge job", f"{v[k]['promotions']}/{v[k]['n']}",
+             pct(v[k]["true_gain_median"], 1), ms(v[k]["base_median_ms"])] for k in ("power_softmax", "power_matmul")]
+    for r in load(jobs)["rows"]:
+        rows.append(["matmul", f"{r['ok']} separate jobs, {r['judge']} judge", f"{r['promotions']}/{r['ok']}",
+                     pct(r["gain_median_median"], 1), "—"])
+    return section("Power: a truly faster candidate is promoted", [f, jobs],
                    "The champion is the same kernel followed by a Triton copy sized for ~5% of its time; "
-                   "the true gain is what the A/B measured by medians. N rounds inside one judge job.",
-                   md_table(["spec", "promoted", "true gain (median)", "baseline median"], rows))
+                   "the true gain is what the A/B measured by medians.",
+                   md_table(["spec", "how", "promoted", "true gain (median)", "baseline median"], rows))
+
+
+def speed_section() -> str:
+    warm, cold = "results/session7/verdict_main.json", "results/session7/verdict_cold.json"
+    rows = []
+    for f in (warm, cold):
+        for r in load(f)["rows"]:
+            if "wall_s" not in r:
+                continue
+            rows.append([r["variant"], f"{r['wall_s']:.1f} s", f"{r['baseline_job_s']:.1f} s",
+                         f"{r['final_job_s']:.1f} s", f"{r['rejected_median_s']:.2f} s ({r['rejected_n']})",
+                         f"{r['promoted_median_s']:.2f} s ({r['promoted_n']})", _looks(r),
+                         f"{r['decided_per_hour']:.0f}"])
+    return section("Verdict speed: the default command, warm judge against cold", [warm, cold],
+                   "`python orchestrator.py --spec specs/matmul.yaml` (30 tuner candidates, the baseline "
+                   "and final jobs included) with `KERNLOOP_JUDGE=warm` (the default) and `cold` (one "
+                   "checker process per job, the path before the warm judge). Per candidate: its job, "
+                   "request to answer, median (count). The two ran in two device calls of one session, "
+                   "20 minutes apart, on two machine starts: not side by side in one call.",
+                   md_table(["judge", "command wall", "baseline job", "final job", "rejected candidate",
+                             "promoted candidate", "second looks", "decided per hour"], rows))
+
+
+def _looks(r: dict) -> str:
+    """What became of the promoted candidates' second looks (profile, ncu) in one run."""
+    if r.get("sights"):
+        ran = sum(x["status"] == "landed" for x in r["sights"])
+        why = sorted({x["reason"].split(":")[0] for x in r["sights"] if x["status"] != "landed" and x.get("reason")})
+        return f"{ran} of {len(r['sights'])} ran after the decision" + (f" (dropped: {'; '.join(why)})" if why else "")
+    if r.get("promoted_in_job_sight_median_s"):
+        return f"{r['promoted_in_job_sight_median_s']:.1f} s each inside the promoted jobs (median; taken out of their column)"
+    return "none"
 
 
 def cost_section() -> str:
@@ -292,7 +334,8 @@ def render_results() -> str:
              "One current table per question, measured on one NVIDIA H200 lent through the project's "
              "`device` tool; raw JSON, logs and commands under `results/`. Older numbers, superseded "
              "by these, are in [history.md](history.md). No number here is synthetic.",
-             peers_section(current=True), aa_section(), bias_section(), power_section(), cost_section(),
+             peers_section(current=True), aa_section(), bias_section(), power_section(), speed_section(),
+             cost_section(),
              fidelity_section()]
     return "\n\n".join(p for p in parts if p) + "\n"
 

@@ -185,11 +185,12 @@ class WorkerProc:
             timeout = left if timeout is None else min(timeout, left)
         try:
             if timeout is not None and not self.conn.poll(timeout):
-                raise WorkerGone(f"{self.role} worker did not answer within {timeout:g} s")
+                raise WorkerGone(f"{self.role} worker timed out: it did not answer within {timeout:g} s")
             raw = self.conn.recv_bytes(MAX_REPLY)
         except (EOFError, OSError) as e:
-            time.sleep(0.05)
-            dead = self.why_dead()
+            # A closed pipe means the process is ending; one with a CUDA context can take a
+            # while to be reaped (seen on the H200: "died (EOFError)" with no signal named).
+            dead = self.why_dead(wait_s=2.0 if isinstance(e, EOFError) else 0.05)
             if dead is None and isinstance(e, OSError):   # alive, but its pipe holds no message
                 raise WorkerGone(f"{self.role} worker sent a malformed message on its pipe ({e})") from None
             raise WorkerGone(f"{self.role} worker died ({dead or type(e).__name__})") from None
@@ -206,8 +207,13 @@ class WorkerProc:
         self.send(op, payload)
         return self.reply(timeout)
 
-    def why_dead(self) -> str | None:
-        rc = self.proc.poll()
+    def why_dead(self, wait_s: float = 0.0) -> str | None:
+        """How the process ended ("killed by SIGSEGV", "exit code 3"), waiting up to `wait_s`
+        for it to be reaped; None while it lives."""
+        try:
+            rc = self.proc.wait(wait_s) if wait_s > 0 else self.proc.poll()
+        except subprocess.TimeoutExpired:
+            rc = None
         if rc is None:
             return None
         if rc < 0:

@@ -31,8 +31,9 @@ HOST_TOL_ABS_MS = 1.0    # --host-clock (CPU tests): a loaded CPU's pipe and sch
 # jobs) honest workers' overheads differed by up to +-0.2 ms per call (interval ends to 0.17 ms):
 # with TOL_ABS_MS, 21 of 100 honest jobs were rejected. So on the GPU a misreport is caught only
 # above 0.25 ms per call; 5% low on a 1 ms kernel (0.05 ms) is NOT caught there (README says so).
-# Those workers each calibrated their own settle spin; they now share one cycle count
-# (timing.SETTLE_CYCLES), which should shrink that spread: re-measure before lowering this.
+# Re-measured with one settle cycle count for both workers (results/session7: 171 separate A/A
+# jobs, honest intervals from -0.25 to +0.27 ms; a worker 5% low on 1.15 ms showed +0.064 ms):
+# the spread did not shrink, so no tolerance separates 5% low from honest noise on the GPU.
 GPU_TOL_ABS_MS = 0.25
 MIN_PAIRS = 13           # fewer rep pairs (26 reps) give no interval at Z: no overhead verdict
 

@@ -43,7 +43,7 @@ import channel  # noqa: E402  (flat siblings: this folder is what a Nebius job h
 import contain  # noqa: E402
 import lockdown  # noqa: E402
 import scratch  # noqa: E402
-from sides import WORKER_PIDS, ColdPool, Side, no_strays, spawn, worker_flags  # noqa: E402,F401
+from sides import ColdPool, no_strays  # noqa: E402
 import timing  # noqa: E402
 import source  # noqa: E402
 import validate as V  # noqa: E402

@@ -6,6 +6,7 @@ the benches, flat (inside a Nebius job) or as `checker.timing`.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -13,9 +14,8 @@ import time
 # GPU spin after each flush (see Flusher), in SM clock cycles: longer than the host needs from
 # the start event to the candidate's launch, including Python dispatch under the op recorder
 # (200 us at 2.5 GHz; 253 us at the H200's 1.98 GHz boost). One fixed count, the judge's, for
-# both workers of an A/B. Each worker once calibrated its own from a clock that could still be
-# ramping; spins differing by up to 2x are the likely cause of honest workers' overheads
-# differing by up to 0.2 ms per call (results/session5 call 3; not yet re-measured on a GPU).
+# both workers of an A/B (each worker once calibrated its own; with one count the honest
+# overhead spread on the H200 stayed at about +-0.25 ms per call: results/session7).
 SETTLE_CYCLES = 500_000
 
 # Two ceilings per device, never mixed: the DATASHEET peak (dense bf16 tensor-core TFLOP/s, no
@@ -182,5 +182,21 @@ def prewarm(fn, arg_lists, timeout_s: float = 600.0) -> dict:
         t.start()
     for t in threads:
         t.join(timeout_s)
+    gone_or_waited([t.native_id for t in threads if not t.is_alive()])
     return {"threads": len(threads), "seconds": round(time.perf_counter() - t0, 3),
             "errors": len(errors), "stuck": sum(t.is_alive() for t in threads)}
+
+
+def gone_or_waited(native_ids: list, limit_s: float = 2.0) -> bool:
+    """Wait until these joined threads have left /proc/self/task, up to `limit_s`. join()
+    returns when a thread's Python state is released, a moment before the OS thread exits: the
+    judge, reading the worker's tasks right after its reply, saw one such thread as "started
+    threads" (the H200, results/session7). True when all are gone (or /proc is absent)."""
+    end = time.monotonic() + limit_s
+    while True:
+        left = [n for n in native_ids if n and os.path.exists(f"/proc/self/task/{n}")]
+        if not left:
+            return True
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.002)

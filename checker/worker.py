@@ -111,12 +111,7 @@ class Worker:
             return {"error": "load before this worker's arena (its late locks)", **self.watched()}
         self.load_tried = True
         if self.device.type == "cuda":   # Triton's driver loads libcuda (ctypes) before the hook arms
-            import triton
-            try:
-                triton.runtime.driver.active.get_current_device()
-                triton.runtime.driver.active.utils  # noqa: B018 - builds/loads its helper once
-            except Exception as e:   # noqa: BLE001 - reported; the kernel's own launch will fail too
-                self.containment["triton_driver_warm"] = f"failed: {e}"
+            triton_driver(self.containment)   # done at start-up; a no-op here unless that failed
         if payload.get("torch_side") is None:
             identity.prepare()
         self.guards = contain.guard_targets(self.torch, globals())
@@ -277,6 +272,19 @@ def _preimport(interpret: bool) -> None:
             pass
 
 
+def triton_driver(containment: dict) -> None:
+    """Triton's CUDA driver and its C helper (built into this worker's own, empty Triton cache:
+    a C compile), once per process. At start-up, after the CUDA context: a spare does it before
+    any job takes it, not inside a candidate's load."""
+    import triton
+    try:
+        triton.runtime.driver.active.get_current_device()
+        triton.runtime.driver.active.utils  # noqa: B018 - builds/loads its helper once
+        containment.pop("triton_driver_warm", None)
+    except Exception as e:   # noqa: BLE001 - reported; the kernel's own launch will fail too
+        containment["triton_driver_warm"] = f"failed: {e}"
+
+
 def _hold(conn, channel, containment: dict) -> None:
     """A spare (--hold): say `held` once torch is imported, then wait for `go`. It waits beside
     running candidates: nothing of the same user may trace it meanwhile."""
@@ -311,6 +319,7 @@ def main(argv=None) -> int:
     else:
         device = torch.device("cuda", torch.cuda.current_device())
         torch.zeros(1, device=device)   # the CUDA context, now rather than at the first call
+        triton_driver(containment)
         name = torch.cuda.get_device_name(device)
     # One intra-op thread: a worker computes nothing on the CPU itself, and torch's pool would
     # otherwise start its threads lazily inside the kernel's first call (counted as the kernel's).

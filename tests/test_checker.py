@@ -118,6 +118,29 @@ def test_prewarm_overlaps_calls_and_swallows_errors():
     assert threading.active_count() == before            # nothing left running
 
 
+def test_prewarm_returns_only_once_its_threads_have_left_the_os():
+    """join() returns a moment before the OS thread exits; the judge reads the worker's
+    /proc/<pid>/task right after the prewarm reply and counted such a thread as one the candidate
+    started (the H200, results/session7). After prewarm, no thread it started is in /proc."""
+    import os
+    import threading
+
+    from checker.timing import gone_or_waited, prewarm
+    before = set(os.listdir("/proc/self/task"))
+    for _ in range(20):
+        prewarm(lambda: None, [(), (), ()])
+        assert set(os.listdir("/proc/self/task")) <= before
+    alive = threading.Event()
+    t = threading.Thread(target=alive.wait)
+    t.start()
+    try:   # a thread still running is reported, after the wait's limit
+        assert gone_or_waited([t.native_id], limit_s=0.05) is False
+    finally:
+        alive.set()
+        t.join()
+    assert gone_or_waited([t.native_id]) is True
+
+
 def test_prewarm_reports_a_call_that_never_returns():
     import threading
     import time

@@ -107,7 +107,7 @@ def test_a_worker_that_dies_or_hangs_is_replaced_and_the_judge_goes_on(warm, tmp
         assert (warm[1] / "judge-cpu0.log").stat().st_size < warmjudge.LOG_CAP + 4096
     else:
         assert r["ok"] is False
-        assert "did not answer within" in r["error"] if hang else "killed by SIGSEGV" in r["error"]
+        assert "timed out: it did not answer within" in r["error"] if hang else "killed by SIGSEGV" in r["error"]
     judge_pid = r["judge"]["pid"]
     again, _ = job(warm, tmp_path, BASE)   # the next candidate: a fresh worker, the same judge
     assert again["ok"], again["error"]
