@@ -202,6 +202,11 @@ def main_mode(a) -> list[dict]:
 def llm_mode(a) -> list[dict]:
     from bench.parallel_throughput import Answers
     from loopback_openai import LoopbackOpenAI
+    try:   # the LLM proposer's client: without it every run fails at its start (session 7)
+        import openai  # noqa: F401
+    except ImportError as e:
+        raise SystemExit(f"--mode llm needs the 'openai' package and its dependencies ({e}); "
+                         "on the device carry them as wheels (results/session7/README.md)")
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="verdict_llm_"))
     spec = str(cpu_spec(tmp)) if a.cpu else "specs/matmul.yaml"
