@@ -84,7 +84,7 @@ def summarize(jobs: list[dict]) -> dict:
             "job_wall_s_median": med(walls), "job_wall_s_max": max(walls) if walls else None,
             "verdict_s_median": med(verdicts),
             "second_looks": sum(j["second_look"] for j in jobs),
-            "clock_rejections": sum("overhead" in (j["reason"] or "") for j in jobs),
+            "clock_rejections": sum("overhead" in (j.get("reason") or "") for j in jobs),
             "clock_shift_ms": _spread([(j.get("clock") or {}).get("overhead_shift") for j in jobs])}
 
 

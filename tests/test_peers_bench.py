@@ -63,3 +63,19 @@ def test_aa_jobs_summary_counts_false_promotions_over_decided_jobs():
     assert (s["jobs"], s["decided"], s["failed"], s["false_promotions"], s["second_looks"]) == (5, 4, 1, 1, 1)
     assert s["gain_median"] == 0.0005 and s["gain_max"] == 0.03 and s["job_wall_s_median"] == 4.4
     assert s["verdict_s_median"] == 3.4
+    assert s["clock_rejections"] == 0 and s["clock_shift_ms"] is None   # no job carried a clock check
+
+
+def test_aa_jobs_summary_keeps_the_widest_honest_clock_interval_and_counts_clock_rejections():
+    """What GPU_TOL_ABS_MS is chosen from: the extreme ends of the honest jobs' overhead-shift
+    intervals, and how many jobs the clock rule rejected."""
+    def job(lo, est, hi, reason="1.00x the champion"):
+        return {"verdict": "rejected", "promoted": False, "gain": 0.0, "job_wall_s": 2.0, "verdict_s": 2.0,
+                "second_look": False, "reason": reason,
+                "clock": {"overhead_shift": {"lo": lo, "est": est, "hi": hi}, "tolerance": 0.25}}
+    jobs = [job(-0.2, -0.1, 0.05), job(-0.01, 0.02, 0.27), job(0.3, 0.32, 0.35,
+            "failed: work escaped the timed region ... the candidate worker's overhead exceed ...")]
+    jobs.append({**job(0, 0, 0), "clock": None})   # a job that ended before its timing
+    s = summarize(jobs)
+    assert s["clock_rejections"] == 1
+    assert s["clock_shift_ms"] == {"n": 3, "lo_min": -0.2, "hi_max": 0.35, "est_median": 0.02}
