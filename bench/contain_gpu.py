@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from backends.local import stage_job  # noqa: E402
+from bench import record  # noqa: E402  (commit: KERNLOOP_BENCH_COMMIT before a device's stale .git)
 from checker import clock  # noqa: E402
 from backends.resultline import parse_result_line  # noqa: E402
 from spec import load_spec  # noqa: E402
@@ -242,11 +243,7 @@ def _alive_with(mark: str) -> list[int]:
 def env_info(a) -> dict:
     info = {"command": " ".join([sys.executable, *sys.argv]), "python": platform.python_version(),
             "uname": platform.release(), "euid": os.geteuid(), "dry": a.dry}
-    try:
-        info["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip()
-    except OSError:
-        info["commit"] = None
+    info["commit"] = record.commit(ROOT)["commit"]
     for mod in ("torch", "triton", "landlockpy", "pyseccomp"):
         try:
             info[mod] = getattr(__import__(mod), "__version__", "?")
@@ -305,9 +302,9 @@ def main() -> int:
     out = {"env": env_info(a)}
     for part in a.parts.split(","):
         getattr(b, part)(out)
-        Path(a.out).write_text(json.dumps(out, indent=1, default=str))
+        record.write(a.out, out, default=str)   # after each part: nothing lost to a limit
     out["bench_wall_s"] = round(time.monotonic() - b.t0, 1)
-    Path(a.out).write_text(json.dumps(out, indent=1, default=str))
+    record.write(a.out, out, default=str)
     table(out)
     return 0
 
