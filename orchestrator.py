@@ -361,8 +361,9 @@ def record(run: Run, ev: dict, is_fatal: bool) -> None:
         ev["node"] = node
     if ev["decision"]["promoted"]:
         ev["diagnosis"] = of_result(ev["result"], "candidate", st.cost)
-    run.log.append("iteration", **ev)
-    st.apply(ev, run.tuner)
+    with interrupts.held():   # run_end's iterations_done counts every logged iteration
+        run.log.append("iteration", **ev)
+        st.apply(ev, run.tuner)
     secondlook.ask(run.backend, run.spec, ev, run.run_dir)
     run.say(status_line(ev, len(st.seen), run.budget, run.backend.synthetic))
     if is_fatal:
