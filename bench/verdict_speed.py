@@ -107,7 +107,9 @@ def read_run(run_dir: Path) -> dict:
         rows.append({"iteration": e["iteration"], "verdict": d["verdict"], "promoted": d["promoted"],
                      "ok": res.get("ok"), "job_s": wall, "in_job_sight_s": round(sight, 3),
                      "verdict_s": None if wall is None else round(wall - sight, 3),
-                     "timing_s": res.get("timing_wall_s"), "phase_s": res.get("phase_s")})
+                     "timing_s": res.get("timing_wall_s"), "phase_s": res.get("phase_s"),
+                     # the candidate's spare warmed Triton's compiler while it waited (None: it did not)
+                     "compile_warm": ((res.get("workers") or {}).get("candidate") or {}).get("compile_warm")})
     base = next((e for e in evs if e["event"] == "baseline"), {})
     final = next((e for e in evs if e["event"] == "final"), {})
     end = next((e for e in evs if e["event"] == "run_end"), {})
@@ -123,6 +125,8 @@ def read_run(run_dir: Path) -> dict:
             "baseline_job_s": job_wall(base.get("result")), "final_job_s": job_wall(final.get("result")),
             "baseline_sight_cache": (base.get("result") or {}).get("sight_cache"),
             "rejected_n": len(rej), "rejected_median_s": _med(r["verdict_s"] for r in rej),
+            "compile_warmed_jobs": sum(1 for r in rows if (r["compile_warm"] or {}).get("seconds")
+                                       and not r["compile_warm"].get("failed")),
             "promoted_n": len(pro), "promoted_median_s": _med(r["verdict_s"] for r in pro),
             "promoted_in_job_sight_median_s": _med(r["in_job_sight_s"] for r in pro),
             "sights": sights, "sight_median_s": _med(s["sight_s"] for s in sights if s["status"] == "landed"),

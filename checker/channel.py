@@ -168,6 +168,7 @@ class WorkerProc:
         child.close()
         self.pending = 0
         self.ready: dict | None = None
+        self.held: dict | None = None        # a warm judge's spare: its `held` reply (pool.Spare)
         self.deadline: float | None = None   # time.monotonic() by which every reply must come
 
     def send(self, op: str, payload=None) -> None:

@@ -73,6 +73,7 @@ class Spare:
             r = self.w.reply(GO_READY_S)
             if not r.get("held"):
                 raise channel.WorkerGone(f"spare worker said {str(r)[:200]} instead of held")
+            self.w.held = r   # its compile warm-up, read into the job's `workers` (sides.Side)
             self.state = "held"
         if self.state == "going" and self.w.conn.poll(wait):
             self.w.ready = self.w.reply(GO_READY_S)
@@ -107,6 +108,8 @@ class WarmPool:
                        "champion_fresh": 0, "replaced": 0, "spare_waits": 0}
         self.cold: set[int] = set()   # ids of sides started for one job only (other flags)
         self.leaked = 0               # bytes of CUDA arenas held by workers killed holding them
+        self.warm_cc = 0              # the GPU's compute capability, once the judge knows it: spares
+                                      # started from then on warm Triton's compiler (compilewarm.py)
 
     # -- spares
 
@@ -115,7 +118,8 @@ class WarmPool:
         scratch, Triton cache), removed when it is killed (_end)."""
         self.counts["spawned"] += 1
         folder = scratch.make_job()
-        w = S.spawn(role, args or self.args, self.interpret, folder, hold=hold)
+        w = S.spawn(role, args or self.args, self.interpret, folder, hold=hold,
+                    warm_cc=0 if self.interpret else self.warm_cc)
         self.folders[w.proc.pid] = folder
         return w
 

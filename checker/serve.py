@@ -118,6 +118,8 @@ class Server:
             import torch.multiprocessing  # noqa: F401 - CUDA tensors travel as IPC handles
             if torch.cuda.is_available():
                 torch.zeros(1, device="cuda")   # the judge's CUDA context, once
+                major, minor = torch.cuda.get_device_capability()
+                self.pool.warm_cc = 10 * major + minor   # spares from now on warm their compiler
         self.sights: list[dict] = []
         self.last_busy = time.monotonic()
         self.jobs = 0

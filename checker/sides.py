@@ -33,10 +33,12 @@ def worker_flags(args, interpret: bool) -> list[str]:
         *(["--strict"] if args.plan["strict"] else []), *(["--test-seam"] if args.test_seam else [])]
 
 
-def spawn(role: str, args, interpret: bool, job_dir: str, hold: bool = False) -> channel.WorkerProc:
+def spawn(role: str, args, interpret: bool, job_dir: str, hold: bool = False,
+          warm_cc: int = 0) -> channel.WorkerProc:
     """A new worker process in its own scratch folder under `job_dir` (its cwd, TMPDIR and
     Triton cache), under its own user id where the plan has one; `hold`: a warm judge's spare
-    (worker.py --hold: torch imported, the device touched only after `go`)."""
+    (worker.py --hold: torch imported, the device touched only after `go`), which with `warm_cc`
+    also warms Triton's compiler for that compute capability while it waits (compilewarm.py)."""
     layers = args.plan["layers"]
     uid = 0x40000000 + secrets.randbelow(0x3FFFFF00) if "uid" in layers else -1   # its own
     folder = scratch.make_worker(job_dir, role, uid)
@@ -44,7 +46,7 @@ def spawn(role: str, args, interpret: bool, job_dir: str, hold: bool = False) ->
     if interpret:
         env["TRITON_INTERPRET"] = "1"
     extra = worker_flags(args, interpret) + ["--scratch", folder, "--uid", str(uid)] + \
-        (["--hold"] if hold else [])
+        (["--hold"] if hold else []) + (["--warm-cc", str(warm_cc)] if hold and warm_cc else [])
     w = channel.WorkerProc(role, WORKER, env, extra, cwd=folder)
     w.scratch, w.uid = folder, uid
     WORKER_PIDS.add(w.proc.pid)
@@ -72,6 +74,8 @@ class Side:
             self.w.ready = self.w.reply(READY_TIMEOUT_S)
         r = self.w.ready
         self.info = {"startup_s": r.get("startup_s"), "pid": self.w.proc.pid, "flush": r.get("flush")}
+        if self.w.held is not None:   # a warm judge's spare: what its wait did
+            self.info["compile_warm"] = self.w.held.get("compile_warm")
         return r
 
     def expect_ok(self, r: dict, stage: str, what: str, procs: bool = True) -> dict:

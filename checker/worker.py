@@ -21,6 +21,7 @@ import traceback
 
 T0 = time.monotonic()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compilewarm  # noqa: E402
 import contain  # noqa: E402  (flat sibling: this folder is what a Nebius job holds)
 import lockdown  # noqa: E402
 import identity  # noqa: E402
@@ -43,6 +44,9 @@ def _args(argv=None):
     p.add_argument("--hold", action="store_true",
                    help="a warm judge's spare: say `held` once torch is imported, touch the device "
                         "only after the judge's `go` (never while it times)")
+    p.add_argument("--warm-cc", type=int, default=0,
+                   help="with --hold: compile a kernel of the judge's own for `cuda` at this compute "
+                        "capability before saying `held` (compilewarm.py; CPU only)")
     return p.parse_args(argv)
 
 
@@ -285,11 +289,13 @@ def triton_driver(containment: dict) -> None:
         containment["triton_driver_warm"] = f"failed: {e}"
 
 
-def _hold(conn, channel, containment: dict) -> None:
-    """A spare (--hold): say `held` once torch is imported, then wait for `go`. It waits beside
+def _hold(conn, channel, containment: dict, args) -> None:
+    """A spare (--hold): say `held` once torch is imported (and, with --warm-cc, Triton's
+    compiler warmed on a kernel of the judge's own), then wait for `go`. It waits beside
     running candidates: nothing of the same user may trace it meanwhile."""
     containment["undumpable_while_held"] = contain.make_judge_undumpable()
-    channel.send_reply(conn, {"held": True, "pid": os.getpid(),
+    warm = compilewarm.warm(args.warm_cc) if args.warm_cc and not args.interpret else None
+    channel.send_reply(conn, {"held": True, "pid": os.getpid(), "compile_warm": warm,
                               "import_s": round(time.monotonic() - T0, 3)})
     try:
         op, _ = conn.recv()
@@ -312,7 +318,7 @@ def main(argv=None) -> int:
     import timing
     _preimport(args.interpret)   # before no_bytecode: their bytecode is read from site-packages
     if args.hold:   # started ahead by a warm judge: the device is touched only after its `go`
-        _hold(conn, channel, containment)
+        _hold(conn, channel, containment, args)
     if args.interpret:
         device = torch.device("cpu")
         name = "CPU, Triton interpreter"

@@ -1,0 +1,27 @@
+"""bench/verdict_speed.py reads a real run folder (what it reports from the H200): a synthetic
+run of the loop is written by the orchestrator, then read back; per job it says whether the
+candidate's spare had warmed Triton's compiler (never, on the synthetic backend)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench import verdict_speed  # noqa: E402
+
+
+def test_the_bench_reads_a_run_the_loop_wrote(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNLOOP_", "TAVILY", "NVIDIA_API"))}
+    p = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "--spec", "specs/matmul.yaml",
+                        "--backend", "synthetic", "--iterations", "4", "--quiet", "--out", str(tmp_path)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir() and not d.name.startswith(".")]
+    r = verdict_speed.read_run(run)
+    assert r["iterations"] == 4 and r["stopped"] == "budget"
+    assert r["rejected_n"] + r["promoted_n"] == r["jobs"] == len(r["per_job"]) > 0
+    assert [j["iteration"] for j in r["per_job"]] == sorted(j["iteration"] for j in r["per_job"])
+    assert all(j["compile_warm"] is None for j in r["per_job"]) and r["compile_warmed_jobs"] == 0
