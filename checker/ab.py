@@ -47,6 +47,7 @@ class TimedSets:
                                        for x in probe) + out_bytes + 2 * channel.ALIGN
         self.cur = [self.fresh() for _ in range(self.nsets)]   # the judge's own copy of each set
         self.slots: dict = {}
+        self._ref_dtype = None   # the references' dtype, set by run()
 
     def fresh(self):
         return V.make_inputs(self.torch, self.spec, self.shape, self.device, self.dtype_of,
@@ -63,12 +64,12 @@ class TimedSets:
             raise Reject("harness", "the timed inputs sit at different arena offsets for the "
                          "candidate and the champion")
 
-    def start_champion(self, side) -> None:
+    def start_champion(self, side, nbytes: int | None = None) -> None:
         """Queue the champion worker's whole setup without waiting for it: arena, load, one
         untimed call (its compile). It proceeds while the candidate is checked. A champion
         kept loaded by a warm judge (checker/serve.py) gets its new arena (`remap`) and the
-        untimed call only."""
-        side.arena = channel.Arena(self.torch, self.device, self.nbytes, folder=side.scratch)
+        untimed call only. `nbytes` (--even arena): the arena's size, the candidate's."""
+        side.arena = channel.Arena(self.torch, self.device, nbytes or self.nbytes, folder=side.scratch)
         self.place(side)
         self.sync()
         s = self.slots[side.role]
@@ -131,9 +132,23 @@ class TimedSets:
                          f"{r_idx} ({ms!r})", False)
         return rep, float(ms), wall
 
+    def _read_champion(self, k: int, r: int, tol: float, mult: float, sixteen: bool) -> None:
+        """--even reads: the judge reads the champion's inputs and output after a rep pair as it
+        reads the candidate's (a benchmark of the A/A bias: the reads touch only one side)."""
+        torch, hs = self.torch, self.slots["champion"]
+        if not all(torch.equal(v, x) for v, x in zip(hs["sets"][k][0], self.cur[k])):
+            raise Reject("harness", f"the champion modified its inputs in timed call {r}", False)
+        ref = V.reference(torch, self.spec, self.cur[k], self._ref_dtype)
+        try:
+            V.judge_values(torch, hs["out"], ref, tol, V.rounding_floor(torch, ref, self.out_dtype),
+                           mult, "champion(timed)", sixteen)
+        except Reject as rj:
+            raise Reject("harness", f"the champion's output of timed call {r} is wrong: {rj}", False) from None
+
     def run(self, result: dict, sides: dict, ref_dtype, allowed: set, tol: float, mult: float,
             check_ops=V.check_ops) -> None:
         torch, args = self.torch, self.args
+        self._ref_dtype = ref_dtype
         cand, champ = sides["candidate"], sides["champion"]
         self.champion_ready(champ, result)
         pair = [cand, champ]
@@ -152,6 +167,8 @@ class TimedSets:
         result["candidate"], result["champion"] = rounds[0]["candidate"], rounds[0]["champion"]
         result["wall_probe_ms"] = rounds[0]["wall_probe_ms"]
         fi = getattr(champ, "flush_info", None) or {}
+        if getattr(args, "even", None):
+            result["even"] = sorted(args.even)
         result["flush"] = {"method": args.flush, "bytes": fi.get("bytes"), "l2_bytes": self.l2_bytes,
                            "input_sets": self.nsets, "settle_cycles": fi.get("settle_cycles")}
         ceil = timing.ceilings_for(result["device"]) if self.cuda else None
@@ -210,6 +227,8 @@ class TimedSets:
             for j, (v, x) in enumerate(zip(cs["sets"][k][0], self.cur[k])):
                 if not torch.equal(v, x):
                     raise Reject("timing", f"timed call {r} modified its inputs (input {j})", False)
+            if "reads" in getattr(args, "even", ()):   # the champion's slots read as the candidate's
+                self._read_champion(k, r, tol, mult, sixteen)
             # The judge's own copy of the set it wrote against the output slot now, before the
             # next refresh: both workers have replied (each syncs first), so nothing still writes.
             ref = V.reference(torch, self.spec, self.cur[k], ref_dtype)

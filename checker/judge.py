@@ -51,6 +51,7 @@ from validate import Reject  # noqa: E402
 
 MARKER = "KERNLOOP_RESULT "
 SEAM = "arbitrary-python"       # KERNLOOP_TEST_SEAM's one value (tests and bench only)
+EVEN = {"arena", "reads"}        # --even: what a benchmark may make alike between the two sides
 
 
 def _phase(result: dict, name: str) -> None:
@@ -200,7 +201,7 @@ def _prepare(torch, args, spec: dict, result: dict, sides: dict, timing_on: bool
         args.champion_load = source.payload(spec, args, "champion", out_name)
         timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
         size += timed.nbytes
-        timed.start_champion(sides["champion"])
+        timed.start_champion(sides["champion"], size if "arena" in args.even else None)
     cand.arena = channel.Arena(torch, device, size, folder=cand.scratch)
     if timed is not None:   # first, as in the champion's arena: the same offsets on both sides
         timed.place(cand)
@@ -329,6 +330,11 @@ def parse_args(argv=None):
     p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
                    help="GPU spin after each flush, in clock cycles, the same for both workers: it "
                         "covers the host's launch work (0: none)")
+    p.add_argument("--even", default="", metavar="WHAT",
+                   help="benchmarks (the softmax A/A bias): make more of the two sides alike, a comma "
+                        "list of: arena (the champion's arena as large as the candidate's), reads "
+                        "(the judge reads the champion's inputs and output after each rep pair, as "
+                        "the candidate's)")
     p.add_argument("--no-prewarm", dest="prewarm", action="store_false",
                    default=os.environ.get("KERNLOOP_PREWARM", "1") != "0",
                    help="compile shape by shape instead of all at once (default from "
@@ -342,6 +348,9 @@ def parse_args(argv=None):
             p.error(f"one of --{side} or --{side}-torch is required")
     if a.host_clock and a.mode != "interpret":
         p.error("--host-clock is for --mode interpret (on a GPU the judge times with CUDA events)")
+    a.even = {w for w in a.even.split(",") if w}
+    if a.even - EVEN:
+        p.error(f"--even takes some of {', '.join(sorted(EVEN))}, not {', '.join(sorted(a.even - EVEN))}")
     try:
         a.plan = lockdown.plan(a.mode == "interpret", os.geteuid(), a.layers, a.contain,
                                lockdown.unreadable_by_others(lockdown.import_paths() + [HERE, a.candidate,

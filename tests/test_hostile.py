@@ -41,18 +41,18 @@ def check(tmp_path, code, timeout=120):
     return parse_child(out, "synthetic", True, tmp_path / "checker.log")
 
 
-def check_timed(tmp_path, code, reps=12):
+def check_timed(tmp_path, code, reps=12, extra=(), champion=BASE):
     """The judge with the A/B against the champion run in the interpreter (--host-clock:
     host clocks, the rules only), 3 draws of one check shape, `reps` timed reps."""
     spec = SPEC.to_checker()
     spec["check_shapes"] = [{"M": 37, "N": 45, "K": 29}]
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     (tmp_path / "cand.py").write_text(code)
-    (tmp_path / "champ.py").write_text(BASE)
+    (tmp_path / "champ.py").write_text(champion)
     out = run_child([*judges.check_cmd(), "--spec", str(tmp_path / "spec.json"),
                      "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
                      "--mode", "interpret", "--host-clock", "--draws", "3", "--reps", str(reps),
-                     "--warmup", "2", "--backend", "synthetic"], 300, cwd=str(tmp_path))
+                     "--warmup", "2", "--backend", "synthetic", *extra], 300, cwd=str(tmp_path))
     return parse_child(out, "synthetic", True, tmp_path / "checker.log")
 
 
@@ -65,6 +65,25 @@ def test_every_timed_output_is_checked(tmp_path):
     assert r["ok"], r["error"]
     assert r["checked_reps"] == list(range(12))
     assert r["candidate"]["n"] == r["champion"]["n"] == 12 and r["wall_probe_ms"]
+
+
+def test_even_reads_judge_the_champions_timed_outputs_too(tmp_path):
+    """--even arena,reads (the A/A bias benchmark): the champion's arena is the candidate's size
+    and its timed outputs are read and judged as the candidate's; a champion wrong on timed
+    reps then fails the job as a harness failure (without the flag nothing reads them)."""
+    (tmp_path / "a").mkdir()
+    r = check_timed(tmp_path / "a", BASE, extra=("--even", "arena,reads"))
+    assert r["ok"], r["error"]
+    assert r["even"] == ["arena", "reads"] and r["checked_reps"] == list(range(12))
+    make = TIMED_CASES[sorted(TIMED_CASES)[0]][0]
+    for sub, extra in (("b", ("--even", "reads")), ("c", ())):
+        (tmp_path / sub).mkdir()
+        r = check_timed(tmp_path / sub, BASE, extra=extra, champion=make(BASE))
+        if extra:
+            assert r["ok"] is False and r["stage"] == "harness", r
+            assert "the champion's output of timed call" in r["error"]
+        else:
+            assert r["ok"], r["error"]   # the bias benchmark's knob, not a rule of the judge
 
 
 @pytest.mark.parametrize("name", sorted(TIMED_CASES))
