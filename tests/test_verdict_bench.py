@@ -11,15 +11,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import verdict_speed  # noqa: E402
+from tests.test_resume import small_spec  # noqa: E402
 
 
 def test_the_bench_reads_a_run_the_loop_wrote(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNLOOP_", "TAVILY", "NVIDIA_API"))}
-    p = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "--spec", "specs/matmul.yaml",
-                        "--backend", "synthetic", "--iterations", "4", "--quiet", "--out", str(tmp_path)],
+    spec = small_spec(tmp_path / "spec")   # one small check shape: a fast synthetic iteration
+    out = tmp_path / "runs"
+    p = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "--spec", str(spec),
+                        "--backend", "synthetic", "--iterations", "4", "--quiet", "--out", str(out)],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    (run,) = [d for d in tmp_path.iterdir() if d.is_dir() and not d.name.startswith(".")]
+    (run,) = [d for d in out.iterdir() if d.is_dir() and not d.name.startswith(".")]
     r = verdict_speed.read_run(run)
     assert r["iterations"] == 4 and r["stopped"] == "budget"
     assert r["rejected_n"] + r["promoted_n"] == r["jobs"] == len(r["per_job"]) > 0
