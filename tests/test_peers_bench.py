@@ -64,6 +64,19 @@ def test_aa_jobs_summary_counts_false_promotions_over_decided_jobs():
     assert s["gain_median"] == 0.0005 and s["gain_max"] == 0.03 and s["job_wall_s_median"] == 4.4
     assert s["verdict_s_median"] == 3.4
     assert s["clock_rejections"] == 0 and s["clock_shift_ms"] is None   # no job carried a clock check
+    assert s["side_offset"] is None   # no job carried its medians
+
+
+def test_aa_jobs_summary_says_when_one_side_is_slower_job_after_job():
+    def job(cand, champ, verdict="rejected"):
+        return {"verdict": verdict, "promoted": verdict == "promoted", "gain": champ / cand - 1,
+                "job_wall_s": 2.0, "verdict_s": 2.0, "second_look": False,
+                "cand_median_ms": cand, "champ_median_ms": champ}
+    jobs = [job(0.0658, 0.0667), job(0.0660, 0.0668), job(0.0657, 0.0655),
+            {**job(0.065, 0.065, "failed"), "gain": None, "champ_median_ms": None}]   # not decided
+    off = summarize(jobs)["side_offset"]
+    assert off["n"] == 3 and off["champion_slower"] == 2
+    assert abs(off["median_ms"] - 0.0008) < 1e-9
 
 
 def test_aa_jobs_summary_keeps_the_widest_honest_clock_interval_and_counts_clock_rejections():
