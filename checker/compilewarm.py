@@ -57,6 +57,6 @@ def warm(capability: int) -> dict:
         target = GPUTarget("cuda", int(capability), 32)
         for fn, sig, consts in _kernels(tl, triton):
             triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=target)
-    except Exception as e:   # noqa: BLE001 - reported in the worker's ready reply
+    except Exception as e:   # noqa: BLE001 - reported in the spare's held reply
         return {"failed": f"{type(e).__name__}: {str(e)[:300]}", "seconds": round(time.monotonic() - t0, 3)}
     return {"seconds": round(time.monotonic() - t0, 3)}

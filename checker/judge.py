@@ -201,7 +201,7 @@ def _prepare(torch, args, spec: dict, result: dict, sides: dict, timing_on: bool
         args.champion_load = source.payload(spec, args, "champion", out_name)
         timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
         size += timed.nbytes
-        timed.start_champion(sides["champion"], size if "arena" in args.even else None)
+        timed.start_champion(sides["champion"], size if "arena" in getattr(args, "even", ()) else None)
     cand.arena = channel.Arena(torch, device, size, folder=cand.scratch)
     if timed is not None:   # first, as in the champion's arena: the same offsets on both sides
         timed.place(cand)
