@@ -128,33 +128,35 @@ def test_interrupted_tuner_run_resumes_exactly_as_the_uninterrupted_one(tmp_path
     assert part.startswith("resumed 1×: interrupted after iteration %d" % k) and "Ctrl-C" in part
 
 
+def interrupts_child(body: str) -> subprocess.CompletedProcess:
+    """`body` run in a fresh Python with loop.interrupts installed (os, signal, subprocess, sys
+    imported): signals are process-wide, so each case gets its own process."""
+    code = ("import os, signal, subprocess, sys; sys.path.insert(0, sys.argv[1]); from loop import interrupts\n"
+            "interrupts.install()\n" + body)
+    return subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True,
+                          timeout=60)
+
+
 def test_a_signal_swallowed_while_a_child_is_spawned_is_raised_later_and_not_printed():
     """Python runs handlers inside logging's at-fork hook too, which swallows the exception:
     interrupts.check() raises it between iterations, and nothing is printed for it."""
-    code = ("import os, signal, subprocess, sys; sys.path.insert(0, sys.argv[1]); from loop import interrupts\n"
-            "interrupts.install()\n"
-            "os.register_at_fork(after_in_parent=lambda: interrupts._on_signal(signal.SIGTERM, None))\n"
-            "subprocess.run(['true'], preexec_fn=lambda: None)   # like sandbox.run_child\n"
-            "try:\n    interrupts.check()\nexcept interrupts.Terminated:\n    print('raised later')\n")
-    p = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True,
-                       timeout=60)
+    p = interrupts_child(
+        "os.register_at_fork(after_in_parent=lambda: interrupts._on_signal(signal.SIGTERM, None))\n"
+        "subprocess.run(['true'], preexec_fn=lambda: None)   # like sandbox.run_child\n"
+        "try:\n    interrupts.check()\nexcept interrupts.Terminated:\n    print('raised later')\n")
     assert p.stdout.strip() == "raised later" and p.stderr == "", p.stderr
 
 
 def test_a_signal_inside_a_held_block_is_raised_when_the_block_ends():
     """CI once caught Ctrl-C between an iteration's log line and the state that counts it:
     run_end said 4 iterations over a log of 5. Inside interrupts.held() the signal waits."""
-    code = ("import os, signal, sys; sys.path.insert(0, sys.argv[1]); from loop import interrupts\n"
-            "interrupts.install()\n"
-            "steps = []\n"
-            "try:\n"
-            "    with interrupts.held():\n"
-            "        os.kill(os.getpid(), signal.SIGTERM)\n"
-            "        steps.append('logged')\n"
-            "        steps.append('counted')\n"
-            "    steps.append('after')\n"
-            "except interrupts.Terminated:\n"
-            "    print(' '.join(steps))\n")
-    p = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True,
-                       timeout=60)
+    p = interrupts_child("steps = []\n"
+                         "try:\n"
+                         "    with interrupts.held():\n"
+                         "        os.kill(os.getpid(), signal.SIGTERM)\n"
+                         "        steps.append('logged')\n"
+                         "        steps.append('counted')\n"
+                         "    steps.append('after')\n"
+                         "except interrupts.Terminated:\n"
+                         "    print(' '.join(steps))\n")
     assert p.stdout.strip() == "logged counted" and p.stderr == "", p.stderr
