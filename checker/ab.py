@@ -68,7 +68,7 @@ class TimedSets:
         """Queue the champion worker's whole setup without waiting for it: arena, load, one
         untimed call (its compile). It proceeds while the candidate is checked. A champion
         kept loaded by a warm judge (checker/serve.py) gets its new arena (`remap`) and the
-        untimed call only. `nbytes` (--even arena): the arena's size, the candidate's."""
+        untimed call only. `nbytes` (--even arena, the default): the candidate's arena size."""
         side.arena = channel.Arena(self.torch, self.device, nbytes or self.nbytes, folder=side.scratch)
         self.place(side)
         self.sync()
@@ -133,8 +133,8 @@ class TimedSets:
         return rep, float(ms), wall
 
     def _read_champion(self, k: int, r: int, tol: float, mult: float, sixteen: bool) -> None:
-        """--even reads: the judge reads the champion's inputs and output after a rep pair as it
-        reads the candidate's (a benchmark of the A/A bias: the reads touch only one side)."""
+        """--even reads (the default): the judge reads the champion's inputs and output after a
+        rep pair as it reads the candidate's, so that the reads do not touch one side only."""
         torch, hs = self.torch, self.slots["champion"]
         if not all(torch.equal(v, x) for v, x in zip(hs["sets"][k][0], self.cur[k])):
             raise Reject("harness", f"the champion modified its inputs in timed call {r}", False)
@@ -167,8 +167,7 @@ class TimedSets:
         result["candidate"], result["champion"] = rounds[0]["candidate"], rounds[0]["champion"]
         result["wall_probe_ms"] = rounds[0]["wall_probe_ms"]
         fi = getattr(champ, "flush_info", None) or {}
-        if getattr(args, "even", None):
-            result["even"] = sorted(args.even)
+        result["even"] = sorted(getattr(args, "even", ()))   # what was made alike between the sides
         result["flush"] = {"method": args.flush, "bytes": fi.get("bytes"), "l2_bytes": self.l2_bytes,
                            "input_sets": self.nsets, "settle_cycles": fi.get("settle_cycles")}
         ceil = timing.ceilings_for(result["device"]) if self.cuda else None

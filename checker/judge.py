@@ -51,7 +51,7 @@ from validate import Reject  # noqa: E402
 
 MARKER = "KERNLOOP_RESULT "
 SEAM = "arbitrary-python"       # KERNLOOP_TEST_SEAM's one value (tests and bench only)
-EVEN = {"arena", "reads"}        # --even: what a benchmark may make alike between the two sides
+EVEN = {"arena", "reads"}        # --even: what is made alike between the two sides (default: both)
 
 
 def _phase(result: dict, name: str) -> None:
@@ -330,11 +330,12 @@ def parse_args(argv=None):
     p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
                    help="GPU spin after each flush, in clock cycles, the same for both workers: it "
                         "covers the host's launch work (0: none)")
-    p.add_argument("--even", default="", metavar="WHAT",
-                   help="benchmarks (the softmax A/A bias): make more of the two sides alike, a comma "
-                        "list of: arena (the champion's arena as large as the candidate's), reads "
-                        "(the judge reads the champion's inputs and output after each rep pair, as "
-                        "the candidate's)")
+    p.add_argument("--even", default="arena,reads", metavar="WHAT",
+                   help="what is made alike between the two sides, a comma list of: arena (the "
+                        "champion's arena as large as the candidate's), reads (the judge reads the "
+                        "champion's inputs and output after each rep pair, as the candidate's); "
+                        "default both (without arena, softmax's champion was slower in 28 of 30 "
+                        "H200 A/A jobs: results/session9); 'none' (benchmarks only) for neither")
     p.add_argument("--no-prewarm", dest="prewarm", action="store_false",
                    default=os.environ.get("KERNLOOP_PREWARM", "1") != "0",
                    help="compile shape by shape instead of all at once (default from "
@@ -348,7 +349,7 @@ def parse_args(argv=None):
             p.error(f"one of --{side} or --{side}-torch is required")
     if a.host_clock and a.mode != "interpret":
         p.error("--host-clock is for --mode interpret (on a GPU the judge times with CUDA events)")
-    a.even = {w for w in a.even.split(",") if w}
+    a.even = {w for w in a.even.split(",") if w and w != "none"}
     if a.even - EVEN:
         p.error(f"--even takes some of {', '.join(sorted(EVEN))}, not {', '.join(sorted(a.even - EVEN))}")
     try:

@@ -63,23 +63,23 @@ def test_every_timed_output_is_checked(tmp_path):
     """The A/B checks the candidate's output of every timed rep, not a sample of them."""
     r = check_timed(tmp_path, BASE)
     assert r["ok"], r["error"]
-    assert r["checked_reps"] == list(range(12))
+    assert r["checked_reps"] == list(range(12)) and r["even"] == ["arena", "reads"]   # the default
     assert r["candidate"]["n"] == r["champion"]["n"] == 12 and r["wall_probe_ms"]
 
 
-def test_even_reads_judge_the_champions_timed_outputs_too(tmp_path):
-    """--even arena,reads (the A/A bias benchmark): the champion's arena is the candidate's size
-    and its timed outputs are read and judged as the candidate's; a champion wrong on timed
-    reps then fails the job as a harness failure (without the flag nothing reads them)."""
-    (tmp_path / "a").mkdir()
-    r = check_timed(tmp_path / "a", BASE, extra=("--even", "arena,reads"))
-    assert r["ok"], r["error"]
-    assert r["even"] == ["arena", "reads"] and r["checked_reps"] == list(range(12))
-    (tmp_path / "b").mkdir()
+def test_both_sides_are_even_by_default_and_a_champion_wrong_when_timed_fails_the_job(tmp_path):
+    """By default (--even arena,reads) the champion's arena is the candidate's size and its timed
+    outputs are read and judged as the candidate's: a champion wrong on timed reps fails the job
+    as a harness failure. With --even none nothing reads them and the same job passes."""
     wrong_when_timed = TIMED_CASES[sorted(TIMED_CASES)[0]][0](BASE)
-    r = check_timed(tmp_path / "b", BASE, extra=("--even", "reads"), champion=wrong_when_timed)
+    (tmp_path / "b").mkdir()
+    r = check_timed(tmp_path / "b", BASE, champion=wrong_when_timed)
     assert r["ok"] is False and r["stage"] == "harness", r
     assert "the champion's output of timed call" in r["error"]
+    (tmp_path / "c").mkdir()
+    r = check_timed(tmp_path / "c", BASE, extra=("--even", "none"), champion=wrong_when_timed)
+    assert r["ok"], r["error"]
+    assert r["even"] == []
 
 
 @pytest.mark.parametrize("name", sorted(TIMED_CASES))
