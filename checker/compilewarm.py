@@ -58,5 +58,16 @@ def warm(capability: int) -> dict:
         for fn, sig, consts in _kernels(tl, triton):
             triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=target)
     except Exception as e:   # noqa: BLE001 - reported in the spare's held reply
+        _forget_tools()
         return {"failed": f"{type(e).__name__}: {str(e)[:300]}", "seconds": round(time.monotonic() - t0, 3)}
     return {"seconds": round(time.monotonic() - t0, 3)}
+
+
+def _forget_tools() -> None:
+    """Triton caches its `ptxas --version` probe for the process, a failed one too ("Cannot find
+    ptxas" ever after): after a failed warm-up the candidate's compile probes afresh."""
+    try:
+        import triton.knobs as knobs
+        knobs.NvidiaTool.from_path.cache_clear()
+    except Exception:   # noqa: BLE001 - an older Triton without the cache: nothing to forget
+        pass

@@ -274,7 +274,7 @@ class WarmPool:
         folders of the workers killed in this job removed, both recorded in the result."""
         folders, self.gone = self.gone, []
         tree.end_of_job(result, folders, (args or self.args).plan, self.subreaper, S.WORKER_PIDS,
-                        keep=self.live_pids())
+                        keep=self.live_pids(), keep_tree={s.w.proc.pid for s in self.spares})
 
     def _kill(self, sd: S.Side) -> None:
         """Kill a worker, its arena let go first when it still answers (else counted leaked)."""

@@ -76,15 +76,19 @@ def reap(pid: int) -> None:
         pass
 
 
-def kill_all(workers: set[int], rounds: int = 50, keep=frozenset()) -> dict:
+def kill_all(workers: set[int], rounds: int = 50, keep=frozenset(), keep_tree=frozenset()) -> dict:
     """SIGKILL every descendant, again and again until none is left (a forking process is
     caught by the next round: its children are re-parented here). Zombies of non-workers are
     reaped here; the workers' own Popen objects reap theirs. Returns the pids killed beside
     the workers and any process still alive after the last round. `keep`: a warm judge's
-    workers that outlive the job (its spares, its champion's); their own children are not kept."""
+    workers that outlive the job (its spares, its champion's); their own children are not kept,
+    but those of `keep_tree`: spares that never held a candidate's code, whose only children are
+    Triton's tools compiling the judge's own warm-up kernels (checker/compilewarm.py; a ptxas
+    killed there poisoned the spare: Triton caches a failed `ptxas --version` for the process)."""
     killed: set[int] = set()
     for _ in range(rounds):
-        live = [p for p in descendants() if not is_zombie(p) and p not in keep]
+        kept = set(keep) | set(keep_tree) | {d for p in keep_tree for d in descendants(p)}
+        live = [p for p in descendants() if not is_zombie(p) and p not in kept]
         if not live:
             break
         for p in live:
@@ -98,7 +102,8 @@ def kill_all(workers: set[int], rounds: int = 50, keep=frozenset()) -> dict:
         for p in children(os.getpid()):
             if p not in workers:
                 reap(p)
-    survivors = [p for p in descendants() if not is_zombie(p) and p not in keep]
+    kept = set(keep) | set(keep_tree) | {d for p in keep_tree for d in descendants(p)}
+    survivors = [p for p in descendants() if not is_zombie(p) and p not in kept]
     for p in children(os.getpid()):
         if p not in workers and is_zombie(p):
             reap(p)
@@ -106,11 +111,11 @@ def kill_all(workers: set[int], rounds: int = 50, keep=frozenset()) -> dict:
 
 
 def end_of_job(result: dict, job_dir, plan: dict, subreaper, workers: set[int],
-               keep=frozenset()) -> None:
+               keep=frozenset(), keep_tree=frozenset()) -> None:
     """Kill the whole tree (every descendant, re-parented daemons included; a warm judge: but
     the workers in `keep`), remove the job's folders (`job_dir`: one, or a list), record both; a
     verdict that passed fails if a process survived or a file stayed."""
-    swept = kill_all(workers, keep=keep)
+    swept = kill_all(workers, keep=keep, keep_tree=keep_tree)
     left = [p for d in ([job_dir] if isinstance(job_dir, str) else job_dir) for p in scratch.remove(d)]
     judge = result.setdefault("containment", {}).setdefault("judge", {})
     judge.update(subreaper=subreaper, plan=plan, folder=job_dir, killed_at_end=swept["killed"],

@@ -49,3 +49,14 @@ def test_an_interpret_spare_and_a_spare_without_a_capability_compile_nothing(tmp
 def test_the_warm_up_reports_a_failure_instead_of_raising():
     r = compilewarm.warm("sm_90")   # not a number: refused before any compile, quietly
     assert r["failed"] and r["seconds"] >= 0
+
+
+def test_a_failed_warm_up_forgets_triton_s_cached_tool_probes():
+    """Triton caches `ptxas --version` per path for the process, a failed probe too; a warm-up
+    whose ptxas was killed left its spare saying "Cannot find ptxas" to the candidate it then
+    ran (an H200 A/A job, results/session9). A failed warm-up clears that cache."""
+    import triton.knobs as knobs
+    assert knobs.NvidiaTool.from_path("/nonexistent/ptxas") is None   # a failed probe, cached
+    assert knobs.NvidiaTool.from_path.cache_info().currsize >= 1
+    assert compilewarm.warm("sm_90")["failed"]
+    assert knobs.NvidiaTool.from_path.cache_info().currsize == 0
