@@ -47,7 +47,6 @@ class TimedSets:
                                        for x in probe) + out_bytes + 2 * channel.ALIGN
         self.cur = [self.fresh() for _ in range(self.nsets)]   # the judge's own copy of each set
         self.slots: dict = {}
-        self._ref_dtype = None   # the references' dtype, set by run()
 
     def fresh(self):
         return V.make_inputs(self.torch, self.spec, self.shape, self.device, self.dtype_of,
@@ -132,23 +131,21 @@ class TimedSets:
                          f"{r_idx} ({ms!r})", False)
         return rep, float(ms), wall
 
-    def _read_champion(self, k: int, r: int, tol: float, mult: float, sixteen: bool) -> None:
+    def _read_champion(self, k: int, r: int, ref, floor: float, tol: float, mult: float,
+                       sixteen: bool) -> None:
         """--even reads (the default): the judge reads the champion's inputs and output after a
         rep pair as it reads the candidate's, so that the reads do not touch one side only."""
         torch, hs = self.torch, self.slots["champion"]
         if not all(torch.equal(v, x) for v, x in zip(hs["sets"][k][0], self.cur[k])):
             raise Reject("harness", f"the champion modified its inputs in timed call {r}", False)
-        ref = V.reference(torch, self.spec, self.cur[k], self._ref_dtype)
-        try:
-            V.judge_values(torch, hs["out"], ref, tol, V.rounding_floor(torch, ref, self.out_dtype),
-                           mult, "champion(timed)", sixteen)
+        try:   # against the reference the candidate's output of the same set is judged by
+            V.judge_values(torch, hs["out"], ref, tol, floor, mult, "champion(timed)", sixteen)
         except Reject as rj:
             raise Reject("harness", f"the champion's output of timed call {r} is wrong: {rj}", False) from None
 
     def run(self, result: dict, sides: dict, ref_dtype, allowed: set, tol: float, mult: float,
             check_ops=V.check_ops) -> None:
         torch, args = self.torch, self.args
-        self._ref_dtype = ref_dtype
         cand, champ = sides["candidate"], sides["champion"]
         self.champion_ready(champ, result)
         pair = [cand, champ]
@@ -226,12 +223,12 @@ class TimedSets:
             for j, (v, x) in enumerate(zip(cs["sets"][k][0], self.cur[k])):
                 if not torch.equal(v, x):
                     raise Reject("timing", f"timed call {r} modified its inputs (input {j})", False)
-            if "reads" in getattr(args, "even", ()):   # the champion's slots read as the candidate's
-                self._read_champion(k, r, tol, mult, sixteen)
             # The judge's own copy of the set it wrote against the output slot now, before the
             # next refresh: both workers have replied (each syncs first), so nothing still writes.
             ref = V.reference(torch, self.spec, self.cur[k], ref_dtype)
             floor = V.rounding_floor(torch, ref, self.out_dtype)
+            if "reads" in getattr(args, "even", ()):   # the champion's slots read as the candidate's
+                self._read_champion(k, r, ref, floor, tol, mult, sixteen)
             try:
                 rel = V.judge_values(torch, cs["out"], ref, tol, floor, mult, lbl, sixteen)
             except Reject as rj:
