@@ -57,7 +57,7 @@ def one_job(backend, spec, copy: Path, champ: Path, work: Path, min_gain: float,
             "judge_wall_s": res.get("wall_s"),
             "verdict_s": phase.get("sight", phase.get("end")),
             "second_look": "sight" in phase, "error": res.get("error"),
-            "clock": _clock(res.get("wall_probe_ms"))}
+            "clock": _clock(res.get("wall_probe_ms")), "clock_burst": res.get("clock_burst")}
 
 
 def _clock(probe: dict | None) -> dict | None:
@@ -86,7 +86,14 @@ def summarize(jobs: list[dict]) -> dict:
             "second_looks": sum(j["second_look"] for j in jobs),
             "clock_rejections": sum("overhead" in (j.get("reason") or "") for j in jobs),
             "clock_shift_ms": _spread([(j.get("clock") or {}).get("overhead_shift") for j in jobs]),
-            "side_offset": _offset(decided)}
+            "side_offset": _offset(decided),
+            "burst_shift_ms": _range([(j.get("clock_burst") or {}).get("shift_ms") for j in jobs])}
+
+
+def _range(xs: list) -> dict | None:
+    """n, min, median, max of the numbers among xs (pure): --checker-args "--clock-burst K"."""
+    xs = sorted(x for x in xs if isinstance(x, (int, float)) and not isinstance(x, bool))
+    return {"n": len(xs), "min": xs[0], "median": statistics.median(xs), "max": xs[-1]} if xs else None
 
 
 def _offset(decided: list[dict]) -> dict | None:
@@ -161,7 +168,8 @@ def main(argv=None) -> int:
           f"jobs; gain median {s['gain_median']}, sd {s['gain_sd']}; job wall median {s['job_wall_s_median']} s, "
           f"verdict at {s['verdict_s_median']} s; champion slower in "
           f"{(s['side_offset'] or {}).get('champion_slower')}/{(s['side_offset'] or {}).get('n')} jobs, "
-          f"by {(s['side_offset'] or {}).get('median_ms')} ms (median)")
+          f"by {(s['side_offset'] or {}).get('median_ms')} ms (median); per-call shift over bursts "
+          f"{s['burst_shift_ms']}")
     return 0
 
 

@@ -9,7 +9,9 @@ against a worker that reports 5% low (issue 23 B). Runs the checker as the local
            daemon, under every layer (best-effort): each outcome, the stand-in orchestrator alive
   clock    honest A/A jobs (6 rounds each) and jobs whose candidate reports 5% low (--reps 100):
            the per-pair overhead differences, and the false-alarm and catch rates of
-           clock.verdict's rule on 25-pair windows for a grid of (z, tol_abs, tol_frac)
+           clock.verdict's rule on 25-pair windows for a grid of (z, tol_abs, tol_frac); and each
+           job's clock over bursts (--burst K: clock.burst_shift, the per-call shift, honest
+           against 5% low)
   env      commit, versions, device, Landlock ABI, seccomp binding, command
 
 Writes raw JSON to $OUT/contain_gpu.json (or --out) and prints a short table last. Stops
@@ -112,7 +114,7 @@ class Bench:
         row.update(ok=res.get("ok"), stage=res.get("stage"), error=res.get("error"),
                    containment=res.get("containment"), workers=res.get("workers"),
                    phase_s=res.get("phase_s"), judge_wall_s=res.get("wall_s"),
-                   wall_probe_ms=res.get("wall_probe_ms"),
+                   wall_probe_ms=res.get("wall_probe_ms"), clock_burst=res.get("clock_burst"),
                    cand_median_ms=(res.get("candidate") or {}).get("median_ms"),
                    champ_median_ms=(res.get("champion") or {}).get("median_ms"))
         if want_rounds:   # every finished round's clock numbers, then the failing round's
@@ -188,7 +190,8 @@ class Bench:
         false alarm included), and 5%-low jobs (each caught, or not, in its first round)."""
         rows = out.setdefault("clock", [])
         layers = "all" if any(r.get("ok") for r in out.get("layers", []) if r["set"] == "timed all") else "none"
-        base = ["--reps", str(self.a.reps), "--contain", "best-effort", "--layers", layers]
+        base = ["--reps", str(self.a.reps), "--contain", "best-effort", "--layers", layers,
+                "--clock-burst", str(self.a.burst)]
         for i in range(max(self.a.aa, self.a.forge)):
             for kind, n, code, extra in (
                     ("honest", self.a.aa, self.base, ["--rounds", str(self.a.aa_rounds)]),
@@ -196,11 +199,13 @@ class Bench:
                 if i >= n or self.left() < 25:
                     continue
                 r = self.job(code, base + extra, seam=kind != "honest", want_rounds=True)
-                for wp in r.pop("round_probes", None) or [r.get("wall_probe_ms") or {}]:
+                for i_wp, wp in enumerate(r.pop("round_probes", None) or [r.get("wall_probe_ms") or {}]):
                     rows.append({"kind": kind, "layers": layers, "ok": r.get("ok"), "error": r.get("error"),
                                  "pair_diffs": wp.get("pair_diffs"), "cand_events_ms": wp.get("candidate_events"),
-                                 "overhead_shift": wp.get("overhead_shift"), "job_wall_s": r["wall_s"]})
-                    print(f"clock {kind:<16} ok={r.get('ok')} shift={wp.get('overhead_shift')}", flush=True)
+                                 "overhead_shift": wp.get("overhead_shift"), "job_wall_s": r["wall_s"],
+                                 "clock_burst": r.get("clock_burst") if i_wp == 0 else None})   # one per job
+                    print(f"clock {kind:<16} ok={r.get('ok')} shift={wp.get('overhead_shift')} "
+                          f"burst={(r.get('clock_burst') or {}).get('shift_ms')}", flush=True)
         out["clock_grid"] = grid(rows)
 
 
@@ -276,6 +281,11 @@ def table(out: dict) -> None:
     for x in g:
         print(f"z={x['z']} tol={x['tol_abs_ms']}ms/{x['tol_frac']}: false {x['false_alarms']}/"
               f"{x['honest_windows']} caught {x['caught']}/{x['forged_windows']}")
+    for kind in ("honest", "five_percent_low"):
+        b = sorted(r["clock_burst"]["shift_ms"] for r in out.get("clock", [])
+                   if r["kind"] == kind and (r.get("clock_burst") or {}).get("shift_ms") is not None)
+        if b:
+            print(f"clock over bursts, {kind}: per-call shift {b[0]:+.4f} .. {b[-1]:+.4f} ms ({len(b)} values)")
     cur = [x for x in out.get("clock_grid", []) if (x["z"], x["tol_abs_ms"], x["tol_frac"]) ==
            (clock.Z, clock.TOL_ABS_MS, clock.TOL_FRAC)]
     if cur:
@@ -290,6 +300,8 @@ def main() -> int:
     ap.add_argument("--aa", type=int, default=2, help="honest A/A jobs")
     ap.add_argument("--aa-rounds", type=int, default=6, help="A/B rounds per honest job")
     ap.add_argument("--forge", type=int, default=6, help="jobs whose candidate reports 5%% low")
+    ap.add_argument("--burst", type=int, default=20,
+                    help="clock part: --clock-burst K for every job (the judge's clock over bursts)")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--parts", default="layers,hostile,clock")
     ap.add_argument("--dry", action="store_true", help="CPU: interpreter and host clock")

@@ -131,6 +131,30 @@ class TimedSets:
                          f"{r_idx} ({ms!r})", False)
         return rep, float(ms), wall
 
+    def _bursts(self, result: dict, pair, k: int, allowed: set, check_ops) -> None:
+        """--clock-burst K: two bursts of K timed calls per worker, in the order candidate,
+        champion, champion, candidate, each timed whole on the judge's clock; recorded as
+        result["clock_burst"] (clock.burst_shift), not yet a rule."""
+        got = {p.role: [] for p in pair}
+        for side in pair + pair[::-1]:
+            s = self.slots[side.role]
+            t0 = time.perf_counter()
+            rep = side.w.call("burst", {"args": s["sets"][0][1], "k": k})
+            wall = (time.perf_counter() - t0) * 1e3
+            stage = "timing" if side.role == "candidate" else "harness"
+            side.watch(rep, stage)
+            if "error" in rep:
+                raise Reject(stage, f"{side.role} raised in a burst of timed calls: {str(rep['error'])[:500]}")
+            ms = rep.get("ms")
+            if not isinstance(ms, list) or len(ms) != k or not all(
+                    isinstance(m, (int, float)) and not isinstance(m, bool) and math.isfinite(m) and m >= 0
+                    for m in ms):
+                raise Reject(stage, f"{side.role} worker reported no valid GPU times for a burst", False)
+            if side.role == "candidate":
+                check_ops(rep.get("ops", []), allowed, "timing")
+            got[side.role].append((wall, [float(m) for m in ms]))
+        result["clock_burst"] = clock.burst_shift(got["candidate"], got["champion"], k)
+
     def _read_champion(self, k: int, r: int, ref, floor: float, tol: float, mult: float,
                        sixteen: bool) -> None:
         """--even reads (the default): the judge reads the champion's inputs and output after a
@@ -161,6 +185,8 @@ class TimedSets:
             rounds.append({"candidate": timing.summarize(ms["candidate"], w),
                            "champion": timing.summarize(ms["champion"], w),
                            "wall_probe_ms": result["wall_probe_ms"]})
+        if getattr(args, "clock_burst", 0):
+            self._bursts(result, pair, args.clock_burst, allowed, check_ops)
         result["candidate"], result["champion"] = rounds[0]["candidate"], rounds[0]["champion"]
         result["wall_probe_ms"] = rounds[0]["wall_probe_ms"]
         fi = getattr(champ, "flush_info", None) or {}

@@ -99,3 +99,23 @@ def verdict(cand_ms, cand_wall, champ_ms, champ_wall, tol_abs: float = TOL_ABS_M
                 "settle spin, copy), or reported its time high: its overhead is below the "
                 "champion worker's " + how), nums
     return None, nums
+
+
+def burst_shift(cand: list, champ: list, k: int) -> dict:
+    """The judge's clock over bursts (a measurement, not yet a rule: issue 23's 5%-low worker on
+    the GPU). Each burst is (the judge's wall ms for one request of `k` timed calls back to back,
+    synced once at its end; the worker's k reported ms). A worker's per-call overhead in a burst
+    is (wall - sum of its reports) / k: the request's pipe and the worker's host time are paid
+    once per burst, so the per-process host differences that blur the per-rep check
+    (+-0.25 ms a call on the H200) shrink k-fold, while a report x% low still adds x% of the
+    kernel's time to every call. The shift is the candidate's median per-call overhead minus
+    the champion's; `frac`, that shift over the candidate's median report."""
+    def per_call(bursts):
+        return [(w - sum(ms)) / k for w, ms in bursts]
+    oc, ob = per_call(cand), per_call(champ)
+    rep = statistics.median(m for _, ms in cand for m in ms)
+    shift = statistics.median(oc) - statistics.median(ob)
+    return {"k": k, "bursts": len(cand), "candidate_overhead_ms": [round(x, 5) for x in oc],
+            "champion_overhead_ms": [round(x, 5) for x in ob], "shift_ms": round(shift, 5),
+            "frac": round(shift / rep, 5) if rep > 0 else None,
+            "forged": any(sum(ms) > w + FORGE_SLACK_MS for w, ms in cand)}

@@ -330,6 +330,10 @@ def parse_args(argv=None):
     p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
                    help="GPU spin after each flush, in clock cycles, the same for both workers: it "
                         "covers the host's launch work (0: none)")
+    p.add_argument("--clock-burst", type=int, default=0, metavar="K",
+                   help="after the A/B, time two bursts of K calls per worker whole on the judge's "
+                        "clock and record the per-call overhead shift (clock_burst; a measurement, "
+                        "not a rule); 0: none (default)")
     p.add_argument("--even", default="arena,reads", metavar="WHAT",
                    help="what is made alike between the two sides, a comma list of: arena (the "
                         "champion's arena as large as the candidate's), reads (the judge reads the "
@@ -350,6 +354,8 @@ def parse_args(argv=None):
     if a.host_clock and a.mode != "interpret":
         p.error("--host-clock is for --mode interpret (on a GPU the judge times with CUDA events)")
     a.even = {w for w in a.even.split(",") if w and w != "none"}
+    if a.clock_burst < 0:
+        p.error("--clock-burst takes a count of calls, 0 for none")
     if a.even - EVEN:
         p.error(f"--even takes some of {', '.join(sorted(EVEN))}, not {', '.join(sorted(a.even - EVEN))}")
     try:

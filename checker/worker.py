@@ -187,6 +187,23 @@ class Worker:
         self.sync()
         return {"ok": True, "ms": ms, "host_ms": host_ms, "meta": meta, **self.watched()}
 
+    def op_burst(self, payload):
+        """`k` timed calls back to back, each with its flush and settle spin as in op_call, one
+        sync at the end: the judge times the whole request on its own clock (checker/clock.py
+        burst_shift). The outputs are let go: the timed reps before it were checked."""
+        torch = self.torch
+        args = self._views(payload["args"])
+        pairs = []
+        try:
+            for _ in range(int(payload["k"])):
+                out, start, end, _host = self.timing.timed_call(torch, self.fn, args, self.flush, self.rec)
+                pairs.append((start, end))
+                del out
+            self.sync()
+        except BaseException as e:   # noqa: BLE001 - the judge turns it into a rejection
+            return {"error": f"{type(e).__name__}: {str(e)[:500]}", **self.watched()}
+        return {"ok": True, "ms": [a.elapsed_time(b) for a, b in pairs], **self.watched()}
+
     def _describe(self, out) -> dict:
         torch = self.torch
         if type(out) is not torch.Tensor:   # subclasses and lazy wrappers can fake values
@@ -338,7 +355,7 @@ def main(argv=None) -> int:
                               "flush": None if w.flush is None else
                               {"bytes": w.flush.nbytes, "settle_cycles": w.flush.settle_cycles}})
     handlers = {"arena": w.op_arena, "load": w.op_load, "prewarm": w.op_prewarm, "call": w.op_call,
-                "profile": w.op_profile, "remap": w.op_remap}
+                "profile": w.op_profile, "remap": w.op_remap, "burst": w.op_burst}
     while True:
         try:
             op, payload = conn.recv()

@@ -120,3 +120,29 @@ def test_both_workers_spin_the_judges_one_settle_count_and_calibrate_nothing():
     assert [t.sleeps for t in sides] == [[timing.SETTLE_CYCLES] * 2] * 2
     cpu = timing.Flusher(_RecordingTorch(), SimpleNamespace(type="cpu"), "read", settle_cycles=500_000)
     assert cpu.settle_cycles == 0 and cpu.buf is None     # interpret mode: no flush, no spin
+
+
+def _burst(k, kernel_ms, per_call_gpu, request_ms, report=1.0):
+    """One burst as the judge sees it (SYNTHETIC numbers): the request's pipe and host time
+    once, then k calls of flush, spin and kernel back to back on the GPU."""
+    return request_ms + k * (per_call_gpu + kernel_ms), [kernel_ms * report] * k
+
+
+def test_a_burst_divides_a_per_process_host_difference_by_k_and_keeps_a_low_report_whole():
+    """The candidate's process pays 0.2 ms more per request (what blurs the per-rep rule on the
+    H200); over bursts of 20 calls that is 0.01 ms a call, while a report 5% low on a 1 ms
+    kernel still shows 0.05 ms a call."""
+    k, gpu = 20, 0.3
+    champ = [_burst(k, 1.0, gpu, 0.5), _burst(k, 1.0, gpu, 0.5)]
+    honest = clock.burst_shift([_burst(k, 1.0, gpu, 0.7)] * 2, champ, k)
+    low = clock.burst_shift([_burst(k, 1.0, gpu, 0.7, report=0.95)] * 2, champ, k)
+    assert abs(honest["shift_ms"] - 0.01) < 1e-9 and abs(honest["frac"] - 0.01) < 1e-9
+    assert abs(low["shift_ms"] - 0.06) < 1e-9 and abs(low["frac"] - 0.06 / 0.95) < 1e-4   # 0.05 + 0.01
+    assert honest["bursts"] == 2 and len(low["candidate_overhead_ms"]) == 2 and not low["forged"]
+
+
+def test_a_burst_reporting_more_time_than_the_judge_saw_is_marked_forged():
+    k = 10
+    wall, ms = _burst(k, 1.0, 0.3, 0.5)
+    got = clock.burst_shift([(wall, [m * 1.5 for m in ms])], [(wall, ms)], k)
+    assert got["forged"] is True and got["shift_ms"] < 0

@@ -174,6 +174,25 @@ def test_a_worker_reporting_its_time_5_percent_low_is_caught_by_the_judges_clock
     assert "its time was reported low" in res["error"], res["error"]
 
 
+def test_the_judges_clock_over_bursts_sees_a_worker_reporting_5_percent_low(tmp_path):
+    """--clock-burst K (a measurement for the GPU, where the per-rep rule cannot separate 5% low
+    from honest noise): each worker's bursts of K calls timed whole on the judge's clock. Too few
+    reps for the per-rep rule (5 pairs), so both jobs pass it; the bursts' per-call shift is
+    about 5% of the kernel's time for the liar and about none for the honest copy."""
+    fracs = {}
+    for name, code in (("honest", BASE), ("low", FIVE_PERCENT_LOW + BASE)):
+        job = Job(tmp_path / name)
+        job.start(["--host-clock", "--reps", "10", "--warmup", "2", "--clock-burst", "6"])
+        job.stage(code)
+        res = job.finish()
+        assert res["ok"] is True, res["error"]
+        assert "overhead check needs" in res["wall_probe_ms"]["note"]   # the per-rep rule did not decide
+        b = res["clock_burst"]
+        assert b["k"] == 6 and b["bursts"] == 2 and len(b["champion_overhead_ms"]) == 2 and not b["forged"]
+        fracs[name] = b["frac"]
+    assert abs(fracs["honest"]) < 0.02 and 0.03 < fracs["low"] < 0.07, fracs
+
+
 def _plant_pyc(job: Job, code: str) -> None:
     """A bytecode file beside candidate.py, valid for its size and mtime, of other code."""
     src = job.dir / "candidate.py"

@@ -65,6 +65,7 @@ def test_aa_jobs_summary_counts_false_promotions_over_decided_jobs():
     assert s["verdict_s_median"] == 3.4
     assert s["clock_rejections"] == 0 and s["clock_shift_ms"] is None   # no job carried a clock check
     assert s["side_offset"] is None   # no job carried its medians
+    assert s["burst_shift_ms"] is None   # no job ran with --clock-burst
 
 
 def test_aa_jobs_summary_says_when_one_side_is_slower_job_after_job():
@@ -92,3 +93,12 @@ def test_aa_jobs_summary_keeps_the_widest_honest_clock_interval_and_counts_clock
     s = summarize(jobs)
     assert s["clock_rejections"] == 1
     assert s["clock_shift_ms"] == {"n": 3, "lo_min": -0.2, "hi_max": 0.35, "est_median": 0.02}
+
+
+def test_aa_jobs_summary_spans_the_bursts_per_call_shifts():
+    """With --checker-args "--clock-burst K": the range of the honest jobs' per-call shifts over
+    bursts, what a tolerance for the judge's clock over bursts would be chosen from."""
+    jobs = [{"verdict": "rejected", "promoted": False, "gain": 0.0, "job_wall_s": 2.0, "verdict_s": 2.0,
+             "second_look": False, "clock_burst": {"shift_ms": x}} for x in (0.004, -0.012, 0.001)]
+    jobs.append({**jobs[0], "clock_burst": None})   # a job that ended before its bursts
+    assert summarize(jobs)["burst_shift_ms"] == {"n": 3, "min": -0.012, "median": 0.001, "max": 0.004}
