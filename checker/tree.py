@@ -76,6 +76,10 @@ def reap(pid: int) -> None:
         pass
 
 
+def _kept(keep, keep_tree) -> set[int]:
+    return set(keep) | set(keep_tree) | {d for p in keep_tree for d in descendants(p)}
+
+
 def kill_all(workers: set[int], rounds: int = 50, keep=frozenset(), keep_tree=frozenset()) -> dict:
     """SIGKILL every descendant, again and again until none is left (a forking process is
     caught by the next round: its children are re-parented here). Zombies of non-workers are
@@ -87,8 +91,7 @@ def kill_all(workers: set[int], rounds: int = 50, keep=frozenset(), keep_tree=fr
     killed there poisoned the spare: Triton caches a failed `ptxas --version` for the process)."""
     killed: set[int] = set()
     for _ in range(rounds):
-        kept = set(keep) | set(keep_tree) | {d for p in keep_tree for d in descendants(p)}
-        live = [p for p in descendants() if not is_zombie(p) and p not in kept]
+        live = [p for p in descendants() if not is_zombie(p) and p not in _kept(keep, keep_tree)]
         if not live:
             break
         for p in live:
@@ -102,8 +105,7 @@ def kill_all(workers: set[int], rounds: int = 50, keep=frozenset(), keep_tree=fr
         for p in children(os.getpid()):
             if p not in workers:
                 reap(p)
-    kept = set(keep) | set(keep_tree) | {d for p in keep_tree for d in descendants(p)}
-    survivors = [p for p in descendants() if not is_zombie(p) and p not in kept]
+    survivors = [p for p in descendants() if not is_zombie(p) and p not in _kept(keep, keep_tree)]
     for p in children(os.getpid()):
         if p not in workers and is_zombie(p):
             reap(p)
