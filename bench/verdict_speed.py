@@ -127,6 +127,7 @@ def read_run(run_dir: Path) -> dict:
             "rejected_n": len(rej), "rejected_median_s": _med(r["verdict_s"] for r in rej),
             "compile_warmed_jobs": sum(1 for r in rows if (r["compile_warm"] or {}).get("seconds")
                                        and not r["compile_warm"].get("failed")),
+            "compile_warm_failed": sum(1 for r in rows if (r["compile_warm"] or {}).get("failed")),
             "promoted_n": len(pro), "promoted_median_s": _med(r["verdict_s"] for r in pro),
             "promoted_in_job_sight_median_s": _med(r["in_job_sight_s"] for r in pro),
             "sights": sights, "sight_median_s": _med(s["sight_s"] for s in sights if s["status"] == "landed"),

@@ -3,6 +3,7 @@ run of the loop is written by the orchestrator, then read back; per job it says 
 candidate's spare had warmed Triton's compiler (never, on the synthetic backend)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,3 +29,15 @@ def test_the_bench_reads_a_run_the_loop_wrote(tmp_path):
     assert r["rejected_n"] + r["promoted_n"] == r["jobs"] == len(r["per_job"]) > 0
     assert [j["iteration"] for j in r["per_job"]] == sorted(j["iteration"] for j in r["per_job"])
     assert all(j["compile_warm"] is None for j in r["per_job"]) and r["compile_warmed_jobs"] == 0
+    assert r["compile_warm_failed"] == 0
+    # The same log with two jobs' spares warmed, one of them failed (as a spare whose ptxas was
+    # killed says it): counted apart.
+    lines = (run / "run.jsonl").read_text().splitlines()
+    its = [i for i, x in enumerate(lines) if json.loads(x)["event"] == "iteration" and json.loads(x).get("result")]
+    for i, warm in zip(its, ({"seconds": 0.8}, {"failed": "PTXASError: error code -9", "seconds": 0.9})):
+        e = json.loads(lines[i])
+        e["result"].setdefault("workers", {}).setdefault("candidate", {})["compile_warm"] = warm
+        lines[i] = json.dumps(e)
+    (run / "run.jsonl").write_text("\n".join(lines) + "\n")
+    r = verdict_speed.read_run(run)
+    assert (r["compile_warmed_jobs"], r["compile_warm_failed"]) == (1, 1)
