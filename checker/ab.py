@@ -264,6 +264,10 @@ class TimedSets:
             result["floors"][lbl] = max(floor, result["floors"].get(lbl, 0.0))
             checked.append(r)
             del ref
+            if getattr(args, "early_reject", True) and timing.clearly_slower(ms["candidate"], ms["champion"]):
+                result["ended_early"] = {"after_reps": r + 1, "of": reps, "rule": {
+                    "reps": timing.EARLY_REPS, "margin": timing.EARLY_MARGIN, "share": timing.EARLY_SHARE}}
+                break
         result["timing_wall_s"] = time.monotonic() - t0
         check_ops((last or {}).get("ops", []), allowed, "timing")   # torch taking over once timed
         result["checked_reps"] = checked

@@ -289,6 +289,34 @@ def emit_line(fd: int, result: dict) -> bool:
         return False
 
 
+def _ab_options(p) -> None:
+    """The A/B's flags: flush, draws, reps, rounds, settle spin, early rejection, bursts, even sides."""
+    p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
+    p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--min-warm-ms", type=float, default=50.0,
+                   help="warm up at least this long: an idle GPU starts at low clocks")
+    p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="benchmarks: N whole A/B rounds between the same two workers (default 1)")
+    p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
+                   help="GPU spin after each flush, in clock cycles, the same for both workers: it "
+                        "covers the host's launch work (0: none)")
+    p.add_argument("--no-early-reject", dest="early_reject", action="store_false",
+                   help="run every timed rep even for a candidate clearly slower than the champion "
+                        "(timing.clearly_slower ends such an A/B after its first reps by default)")
+    p.add_argument("--clock-burst", type=int, default=0, metavar="K",
+                   help="after the A/B, time two bursts of K calls per worker whole on the judge's "
+                        "clock and record the per-call overhead shift (clock_burst; a measurement, "
+                        "not a rule); 0: none (default)")
+    p.add_argument("--even", default="arena,reads", metavar="WHAT",
+                   help="what is made alike between the two sides, a comma list of: arena (the "
+                        "champion's arena as large as the candidate's), reads (the judge reads the "
+                        "champion's inputs and output after each rep pair, as the candidate's); "
+                        "default both (without arena, softmax's champion was slower in 28 of 30 "
+                        "H200 A/A jobs: results/session9); 'none' (benchmarks only) for neither")
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--spec", required=True, help="resolved spec JSON")
@@ -319,27 +347,7 @@ def parse_args(argv=None):
                         "best-effort (GPU default): it runs and reports what held")
     p.add_argument("--layers", default=os.environ.get("KERNLOOP_CONTAIN_LAYERS") or None,
                    help=f"OS layers of the workers: all (default), none, or some of {', '.join(lockdown.LAYERS)}")
-    p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
-    p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")
-    p.add_argument("--warmup", type=int, default=None)
-    p.add_argument("--min-warm-ms", type=float, default=50.0,
-                   help="warm up at least this long: an idle GPU starts at low clocks")
-    p.add_argument("--reps", type=int, default=None)
-    p.add_argument("--rounds", type=int, default=1,
-                   help="benchmarks: N whole A/B rounds between the same two workers (default 1)")
-    p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
-                   help="GPU spin after each flush, in clock cycles, the same for both workers: it "
-                        "covers the host's launch work (0: none)")
-    p.add_argument("--clock-burst", type=int, default=0, metavar="K",
-                   help="after the A/B, time two bursts of K calls per worker whole on the judge's "
-                        "clock and record the per-call overhead shift (clock_burst; a measurement, "
-                        "not a rule); 0: none (default)")
-    p.add_argument("--even", default="arena,reads", metavar="WHAT",
-                   help="what is made alike between the two sides, a comma list of: arena (the "
-                        "champion's arena as large as the candidate's), reads (the judge reads the "
-                        "champion's inputs and output after each rep pair, as the candidate's); "
-                        "default both (without arena, softmax's champion was slower in 28 of 30 "
-                        "H200 A/A jobs: results/session9); 'none' (benchmarks only) for neither")
+    _ab_options(p)
     p.add_argument("--no-prewarm", dest="prewarm", action="store_false",
                    default=os.environ.get("KERNLOOP_PREWARM", "1") != "0",
                    help="compile shape by shape instead of all at once (default from "

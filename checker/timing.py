@@ -37,6 +37,25 @@ MEASURED = [   # (name, TFLOP/s of bf16 torch.mm 8192^3, copy GB/s read + write,
 
 
 
+# A candidate clearly slower than its champion ends its A/B early (a rejection needs no more
+# reps; a promotion always runs them all): after EARLY_REPS timed reps of each, when its median
+# is more than EARLY_MARGIN above the champion's and it was the slower in EARLY_SHARE of the
+# rep pairs. The promotion rule needs a median 2% BELOW the champion's, so a candidate stopped
+# here is one the full A/B rejects too; a real 5% win reads 10% slow in 90% of 10 pairs never.
+EARLY_REPS, EARLY_MARGIN, EARLY_SHARE = 10, 0.10, 0.9
+
+
+def clearly_slower(cand_ms, champ_ms, reps: int = EARLY_REPS, margin: float = EARLY_MARGIN,
+                   share: float = EARLY_SHARE) -> bool:
+    """Whether the A/B so far (per-rep ms, in its order) may end as a rejection now (pure)."""
+    n = min(len(cand_ms), len(champ_ms))
+    if n < reps:
+        return False
+    c, b = list(cand_ms[:n]), list(champ_ms[:n])
+    slower = sum(x > y for x, y in zip(c, b))
+    return statistics.median(c) > statistics.median(b) * (1 + margin) and slower >= share * n
+
+
 def summarize(samples_ms, warmup: int) -> dict:
     xs = [float(x) for x in samples_ms]
     if not xs:

@@ -6,6 +6,7 @@ guess: no per-call numbers were kept before), an order effect and rare stalls. T
 false-alarm and catch rates come from bench/contain_gpu.py on the H200.
 """
 import random
+import statistics
 from types import SimpleNamespace
 
 from checker import clock
@@ -146,3 +147,19 @@ def test_a_burst_reporting_more_time_than_the_judge_saw_is_marked_forged():
     wall, ms = _burst(k, 1.0, 0.3, 0.5)
     got = clock.burst_shift([(wall, [m * 1.5 for m in ms])], [(wall, ms)], k)
     assert got["forged"] is True and got["shift_ms"] < 0
+
+
+def test_an_a_b_may_end_early_only_for_a_candidate_clearly_slower_in_median_and_in_most_pairs():
+    """timing.clearly_slower (SYNTHETIC per-rep numbers): a candidate 30% slower ends its A/B
+    after 10 reps; not before 10 reps, not a copy, not a candidate 5% faster, not one slower in
+    median whose pairs are split (a burst on its side), not one only 5% slower."""
+    from checker import timing
+    rng = random.Random(7)
+    champ = [1.0 + rng.gauss(0, 0.01) for _ in range(50)]
+    def cand(factor):
+        return [factor * (1.0 + rng.gauss(0, 0.01)) for _ in range(50)]
+    assert timing.clearly_slower(cand(1.3)[:10], champ[:10])
+    assert not timing.clearly_slower(cand(1.3)[:9], champ[:9])
+    assert not any(timing.clearly_slower(cand(f)[:n], champ[:n]) for f in (1.0, 0.95, 1.05) for n in (10, 30, 50))
+    split = [1.5 if i % 2 else 0.99 for i in range(12)]   # median up 25%, slower in half the pairs
+    assert statistics.median(split) > 1.1 and not timing.clearly_slower(split, champ[:12])

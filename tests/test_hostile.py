@@ -67,6 +67,26 @@ def test_every_timed_output_is_checked(tmp_path):
     assert r["candidate"]["n"] == r["champion"]["n"] == 12 and r["wall_probe_ms"]
 
 
+def test_a_candidate_clearly_slower_ends_its_a_b_early_and_is_rejected_either_way(tmp_path):
+    """A candidate with 16x16 tiles (about 4x the interpreter's work of the 32x32 champion):
+    its A/B ends once it is clearly slower (timing.clearly_slower, from the 10th rep), every rep
+    it ran checked; with --no-early-reject all 30 reps run. Both are rejections."""
+    import decision
+    slow = BASE.replace("BLOCK_M=32, BLOCK_N=32, BLOCK_K=32", "BLOCK_M=16, BLOCK_N=16, BLOCK_K=16")
+    assert slow != BASE
+    (tmp_path / "a").mkdir()
+    r = check_timed(tmp_path / "a", slow, reps=30)
+    assert r["ok"], r["error"]
+    n = r["ended_early"]["after_reps"]
+    assert 10 <= n < 30 and r["candidate"]["n"] == r["champion"]["n"] == n and r["checked_reps"] == list(range(n))
+    assert decision.decide(r)["verdict"] == "rejected"
+    (tmp_path / "b").mkdir()
+    r = check_timed(tmp_path / "b", slow, reps=30, extra=("--no-early-reject",))
+    assert r["ok"], r["error"]
+    assert "ended_early" not in r and r["candidate"]["n"] == 30
+    assert decision.decide(r)["verdict"] == "rejected"
+
+
 def test_both_sides_are_even_by_default_and_a_champion_wrong_when_timed_fails_the_job(tmp_path):
     """By default (--even arena,reads) the champion's arena is the candidate's size and its timed
     outputs are read and judged as the candidate's: a champion wrong on timed reps fails the job
