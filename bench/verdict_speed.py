@@ -108,6 +108,7 @@ def read_run(run_dir: Path) -> dict:
                      "ok": res.get("ok"), "job_s": wall, "in_job_sight_s": round(sight, 3),
                      "verdict_s": None if wall is None else round(wall - sight, 3),
                      "timing_s": res.get("timing_wall_s"), "phase_s": res.get("phase_s"),
+                     "ended_early": (res.get("ended_early") or {}).get("after_reps"),   # early rejection
                      # the candidate's spare warmed Triton's compiler while it waited (None: it did not)
                      "compile_warm": ((res.get("workers") or {}).get("candidate") or {}).get("compile_warm")})
     base = next((e for e in evs if e["event"] == "baseline"), {})
@@ -128,6 +129,7 @@ def read_run(run_dir: Path) -> dict:
             "compile_warmed_jobs": sum(1 for r in rows if (r["compile_warm"] or {}).get("seconds")
                                        and not r["compile_warm"].get("failed")),
             "compile_warm_failed": sum(1 for r in rows if (r["compile_warm"] or {}).get("failed")),
+            "ended_early": sum(1 for r in rows if r["ended_early"]),
             "promoted_n": len(pro), "promoted_median_s": _med(r["verdict_s"] for r in pro),
             "promoted_in_job_sight_median_s": _med(r["in_job_sight_s"] for r in pro),
             "sights": sights, "sight_median_s": _med(s["sight_s"] for s in sights if s["status"] == "landed"),

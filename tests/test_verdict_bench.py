@@ -29,7 +29,7 @@ def test_the_bench_reads_a_run_the_loop_wrote(tmp_path):
     assert r["rejected_n"] + r["promoted_n"] == r["jobs"] == len(r["per_job"]) > 0
     assert [j["iteration"] for j in r["per_job"]] == sorted(j["iteration"] for j in r["per_job"])
     assert all(j["compile_warm"] is None for j in r["per_job"]) and r["compile_warmed_jobs"] == 0
-    assert r["compile_warm_failed"] == 0
+    assert r["compile_warm_failed"] == 0 and r["ended_early"] == 0   # the synthetic backend times nothing
     # The same log with two jobs' spares warmed, one of them failed (as a spare whose ptxas was
     # killed says it): counted apart.
     lines = (run / "run.jsonl").read_text().splitlines()
@@ -37,7 +37,8 @@ def test_the_bench_reads_a_run_the_loop_wrote(tmp_path):
     for i, warm in zip(its, ({"seconds": 0.8}, {"failed": "PTXASError: error code -9", "seconds": 0.9})):
         e = json.loads(lines[i])
         e["result"].setdefault("workers", {}).setdefault("candidate", {})["compile_warm"] = warm
+        e["result"]["ended_early"] = {"after_reps": 10, "of": 50}   # as an early-rejected A/B says
         lines[i] = json.dumps(e)
     (run / "run.jsonl").write_text("\n".join(lines) + "\n")
     r = verdict_speed.read_run(run)
-    assert (r["compile_warmed_jobs"], r["compile_warm_failed"]) == (1, 1)
+    assert (r["compile_warmed_jobs"], r["compile_warm_failed"], r["ended_early"]) == (1, 1, 2)
