@@ -178,7 +178,8 @@ def test_the_judges_clock_over_bursts_sees_a_worker_reporting_5_percent_low(tmp_
     """--clock-burst K (a measurement for the GPU, where the per-rep rule cannot separate 5% low
     from honest noise): each worker's bursts of K calls timed whole on the judge's clock. Too few
     reps for the per-rep rule (5 pairs), so both jobs pass it; the bursts' per-call shift is
-    about 5% of the kernel's time for the liar and about none for the honest copy."""
+    about 5% of the kernel's time for the liar (more on a loaded CPU) and about none for the
+    honest copy."""
     fracs = {}
     for name, code in (("honest", BASE), ("low", FIVE_PERCENT_LOW + BASE)):
         job = Job(tmp_path / name)
@@ -190,7 +191,9 @@ def test_the_judges_clock_over_bursts_sees_a_worker_reporting_5_percent_low(tmp_
         b = res["clock_burst"]
         assert b["k"] == 6 and b["bursts"] == 2 and len(b["champion_overhead_ms"]) == 2 and not b["forged"]
         fracs[name] = b["frac"]
-    assert abs(fracs["honest"]) < 0.02 and 0.03 < fracs["low"] < 0.07, fracs
+    # about +5% (0.05 of the liar's report over its 0.95); a loaded CPU adds host noise on top
+    # (+8.2% once in CI's suite), never the other way far enough to hide it
+    assert abs(fracs["honest"]) < 0.02 and fracs["low"] > 0.03, fracs
 
 
 def _plant_pyc(job: Job, code: str) -> None:
