@@ -87,7 +87,9 @@ def summarize(jobs: list[dict]) -> dict:
             "clock_rejections": sum("overhead" in (j.get("reason") or "") for j in jobs),
             "clock_shift_ms": _spread([(j.get("clock") or {}).get("overhead_shift") for j in jobs]),
             "side_offset": _offset(decided),
-            "burst_shift_ms": _range([(j.get("clock_burst") or {}).get("shift_ms") for j in jobs])}
+            "burst_shift_ms": _range([(j.get("clock_burst") or {}).get("shift_ms") for j in jobs]),
+            "burst_frac": _range([(j.get("clock_burst") or {}).get("frac") for j in jobs]),
+            "burst_rejections": sum("over bursts timed whole" in (j.get("reason") or "") for j in jobs)}
 
 
 def _range(xs: list) -> dict | None:
@@ -169,7 +171,8 @@ def main(argv=None) -> int:
           f"verdict at {s['verdict_s_median']} s; champion slower in "
           f"{(s['side_offset'] or {}).get('champion_slower')}/{(s['side_offset'] or {}).get('n')} jobs, "
           f"by {(s['side_offset'] or {}).get('median_ms')} ms (median); per-call shift over bursts "
-          f"{s['burst_shift_ms']}")
+          f"{s['burst_shift_ms']}, over the report {s['burst_frac']}, rejected by the burst rule "
+          f"{s['burst_rejections']}")
     return 0
 
 

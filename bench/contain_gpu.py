@@ -286,6 +286,12 @@ def table(out: dict) -> None:
                    if r["kind"] == kind and (r.get("clock_burst") or {}).get("shift_ms") is not None)
         if b:
             print(f"clock over bursts, {kind}: per-call shift {b[0]:+.4f} .. {b[-1]:+.4f} ms ({len(b)} values)")
+        jobs = [r for r in out.get("clock", []) if r["kind"] == kind and r.get("clock_burst")]
+        fr = sorted(r["clock_burst"]["frac"] for r in jobs if r["clock_burst"].get("frac") is not None)
+        hit = sum(1 for r in jobs if "over bursts timed whole" in str(r.get("error")))
+        if jobs:
+            print(f"burst rule, {kind}: rejected {hit}/{len(jobs)} jobs; shift/report "
+                  f"{fr[0]:+.4f} .. {fr[-1]:+.4f}" if fr else f"burst rule, {kind}: rejected {hit}/{len(jobs)}")
     cur = [x for x in out.get("clock_grid", []) if (x["z"], x["tol_abs_ms"], x["tol_frac"]) ==
            (clock.Z, clock.TOL_ABS_MS, clock.TOL_FRAC)]
     if cur:

@@ -132,9 +132,9 @@ class TimedSets:
         return rep, float(ms), wall
 
     def _bursts(self, result: dict, pair, k: int, allowed: set, check_ops) -> None:
-        """--clock-burst K: two bursts of K timed calls per worker, in the order candidate,
-        champion, champion, candidate, each timed whole on the judge's clock; recorded as
-        result["clock_burst"] (clock.burst_shift), not yet a rule."""
+        """--clock-burst K (20 on the GPU by default): two bursts of K timed calls per worker, in
+        the order candidate, champion, champion, candidate, each timed whole on the judge's clock;
+        recorded as result["clock_burst"] (clock.burst_shift) and judged (clock.burst_verdict)."""
         got = {p.role: [] for p in pair}
         for side in pair + pair[::-1]:
             s = self.slots[side.role]
@@ -153,7 +153,12 @@ class TimedSets:
             if side.role == "candidate":
                 check_ops(rep.get("ops", []), allowed, "timing")
             got[side.role].append((wall, [float(m) for m in ms]))
-        result["clock_burst"] = clock.burst_shift(got["candidate"], got["champion"], k)
+        b = result["clock_burst"] = clock.burst_shift(got["candidate"], got["champion"], k)
+        b["tol_frac"] = clock.BURST_TOL_FRAC if self.cuda else clock.HOST_BURST_TOL_FRAC
+        b["tol_abs_ms"] = clock.BURST_TOL_ABS_MS if self.cuda else 0.0
+        reason = clock.burst_verdict(b, b["tol_frac"], b["tol_abs_ms"])
+        if reason:
+            raise Reject("timing", reason, False)
 
     def _read_champion(self, k: int, r: int, ref, floor: float, tol: float, mult: float,
                        sixteen: bool) -> None:
@@ -186,7 +191,7 @@ class TimedSets:
             rounds.append({"candidate": timing.summarize(ms["candidate"], w),
                            "champion": timing.summarize(ms["champion"], w),
                            "wall_probe_ms": result["wall_probe_ms"]})
-        if getattr(args, "clock_burst", 0):
+        if getattr(args, "clock_burst", 0) and "ended_early" not in result:   # a slower one: no promotion
             self._bursts(result, pair, args.clock_burst, allowed, check_ops)
         result["candidate"], result["champion"] = rounds[0]["candidate"], rounds[0]["champion"]
         result["wall_probe_ms"] = rounds[0]["wall_probe_ms"]

@@ -36,6 +36,12 @@ HOST_TOL_ABS_MS = 1.0    # --host-clock (CPU tests): a loaded CPU's pipe and sch
 # the spread did not shrink, so no tolerance separates 5% low from honest noise on the GPU.
 GPU_TOL_ABS_MS = 0.25
 MIN_PAIRS = 13           # fewer rep pairs (26 reps) give no interval at Z: no overhead verdict
+# The judge's clock over bursts (burst_shift, burst_verdict): the rule that catches 5% low on the
+# GPU. A worker reporting x low shows a per-call shift of x/(1-x) of its report (5%: +0.053).
+BURST_K = 20                 # calls per burst on the GPU (--clock-burst; the interpreter: none)
+BURST_TOL_FRAC = 0.025       # half of 5% low's shift; honest shifts: docs/guarantees.md
+BURST_TOL_ABS_MS = 0.002     # a kernel of a few microseconds: event resolution and launch jitter
+HOST_BURST_TOL_FRAC = 0.03   # --host-clock (CPU tests): a loaded CPU's scheduling noise
 
 
 def pair_diffs(cand_ms, cand_wall, champ_ms, champ_wall) -> list[float]:
@@ -102,9 +108,8 @@ def verdict(cand_ms, cand_wall, champ_ms, champ_wall, tol_abs: float = TOL_ABS_M
 
 
 def burst_shift(cand: list, champ: list, k: int) -> dict:
-    """The judge's clock over bursts (a measurement, not yet a rule: issue 23's 5%-low worker on
-    the GPU). Each burst is (the judge's wall ms for one request of `k` timed calls back to back,
-    synced once at its end; the worker's k reported ms). A worker's per-call overhead in a burst
+    """The judge's clock over bursts (issue 23's 5%-low worker on the GPU). Each burst is (the
+    judge's wall ms for one request of `k` timed calls back to back, synced once at its end; the worker's k reported ms). A worker's per-call overhead in a burst
     is (wall - sum of its reports) / k: the request's pipe and the worker's host time are paid
     once per burst, so the per-process host differences that blur the per-rep check
     (+-0.25 ms a call on the H200) shrink k-fold, while a report x% low still adds x% of the
@@ -117,5 +122,31 @@ def burst_shift(cand: list, champ: list, k: int) -> dict:
     shift = statistics.median(oc) - statistics.median(ob)
     return {"k": k, "bursts": len(cand), "candidate_overhead_ms": [round(x, 5) for x in oc],
             "champion_overhead_ms": [round(x, 5) for x in ob], "shift_ms": round(shift, 5),
-            "frac": round(shift / rep, 5) if rep > 0 else None,
+            "report_ms": round(rep, 5), "frac": round(shift / rep, 5) if rep > 0 else None,
             "forged": any(sum(ms) > w + FORGE_SLACK_MS for w, ms in cand)}
+
+
+def burst_verdict(b: dict, tol_frac: float = BURST_TOL_FRAC, tol_abs: float = BURST_TOL_ABS_MS) -> str | None:
+    """The reason to reject a candidate whose bursts (burst_shift's dict) show its worker
+    reporting more than the judge's clock saw, or a per-call overhead beyond the tolerance
+    (max(tol_abs, tol_frac x its median report)) either way from the champion worker's; None
+    when they agree. Both directions, as the per-rep rule: a larger overhead is time reported
+    low or work escaping the timed region, a smaller one is harness work skipped."""
+    if b.get("forged"):
+        return ("forged timing: the candidate worker reported more GPU time for a burst of "
+                f"{b['k']} calls than the judge's clock saw for the whole burst")
+    shift, rep = b.get("shift_ms"), b.get("report_ms")
+    if shift is None or rep is None:
+        return None
+    tol = max(tol_abs, tol_frac * rep)
+    how = (f"({shift:+.4f} ms a call, {100 * shift / rep if rep else 0:+.1f}% of its {rep:.4f} ms, over bursts of "
+           f"{b['k']}; allowed +-{tol:.4f} ms = max({tol_abs:g} ms, {tol_frac:g} x its report))")
+    if shift > tol:
+        return ("its time was reported low, or work escaped the timed region: over bursts timed "
+                "whole, the judge's clock saw the candidate worker's per-call overhead exceed the "
+                "champion worker's " + how)
+    if shift < -tol:
+        return ("the candidate worker skipped part of the harness's work around its calls, or "
+                "reported its time high: over bursts timed whole, its per-call overhead is below "
+                "the champion worker's " + how)
+    return None

@@ -40,6 +40,7 @@ T0 = time.monotonic()
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import channel  # noqa: E402  (flat siblings: this folder is what a Nebius job holds)
+import clock  # noqa: E402
 import contain  # noqa: E402
 import lockdown  # noqa: E402
 import scratch  # noqa: E402
@@ -305,10 +306,11 @@ def _ab_options(p) -> None:
     p.add_argument("--no-early-reject", dest="early_reject", action="store_false",
                    help="run every timed rep even for a candidate clearly slower than the champion "
                         "(timing.clearly_slower ends such an A/B after its first reps by default)")
-    p.add_argument("--clock-burst", type=int, default=0, metavar="K",
+    p.add_argument("--clock-burst", type=int, default=None, metavar="K",
                    help="after the A/B, time two bursts of K calls per worker whole on the judge's "
-                        "clock and record the per-call overhead shift (clock_burst; a measurement, "
-                        "not a rule); 0: none (default)")
+                        "clock and reject a per-call overhead shift beyond the tolerance "
+                        "(clock.burst_verdict; clock_burst in the result); default "
+                        f"{clock.BURST_K} on the GPU, none in the interpreter; 0: none")
     p.add_argument("--even", default="arena,reads", metavar="WHAT",
                    help="what is made alike between the two sides, a comma list of: arena (the "
                         "champion's arena as large as the candidate's), reads (the judge reads the "
@@ -362,6 +364,8 @@ def parse_args(argv=None):
     if a.host_clock and a.mode != "interpret":
         p.error("--host-clock is for --mode interpret (on a GPU the judge times with CUDA events)")
     a.even = {w for w in a.even.split(",") if w and w != "none"}
+    if a.clock_burst is None:
+        a.clock_burst = clock.BURST_K if a.mode == "gpu" else 0
     if a.clock_burst < 0:
         p.error("--clock-burst takes a count of calls, 0 for none")
     if a.even - EVEN:

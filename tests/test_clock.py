@@ -149,6 +149,28 @@ def test_a_burst_reporting_more_time_than_the_judge_saw_is_marked_forged():
     assert got["forged"] is True and got["shift_ms"] < 0
 
 
+def test_the_burst_rule_rejects_5_percent_low_and_skipped_harness_work_and_passes_host_noise():
+    """clock.burst_verdict (SYNTHETIC bursts): on a 1 ms kernel the honest worker whose process
+    pays 0.2 ms more per request passes (+1%), a report 5% low is rejected (+5.3%), a worker
+    whose calls skip 0.05 ms of the harness's GPU work is rejected the other way, a forged burst
+    is rejected; the tolerance is the larger of the absolute floor and the fraction."""
+    k, gpu = 20, 0.3
+    champ = [_burst(k, 1.0, gpu, 0.5), _burst(k, 1.0, gpu, 0.5)]
+    honest = clock.burst_shift([_burst(k, 1.0, gpu, 0.7)] * 2, champ, k)
+    low = clock.burst_shift([_burst(k, 1.0, gpu, 0.5, report=0.95)] * 2, champ, k)
+    skips = clock.burst_shift([_burst(k, 1.0, gpu - 0.05, 0.5)] * 2, champ, k)
+    assert clock.burst_verdict(honest) is None
+    assert "reported low" in clock.burst_verdict(low) and "+5.3%" in clock.burst_verdict(low)
+    assert "skipped part of the harness" in clock.burst_verdict(skips)
+    wall, ms = _burst(k, 1.0, gpu, 0.5)
+    assert "forged" in clock.burst_verdict(clock.burst_shift([(wall, [m * 1.5 for m in ms])], champ, k))
+    # a 10 us kernel: 5% is 0.5 us, under the 2 us floor, so the floor decides, not the fraction
+    tiny = clock.burst_shift([_burst(k, 0.01, 0.02, 0.5, report=0.95)] * 2,
+                             [_burst(k, 0.01, 0.02, 0.5)] * 2, k)
+    assert clock.burst_verdict(tiny) is None and clock.burst_verdict(tiny, tol_abs=0.0) is not None
+    assert clock.burst_verdict({"k": k, "shift_ms": None, "report_ms": None}) is None   # no bursts
+
+
 def test_an_a_b_may_end_early_only_for_a_candidate_clearly_slower_in_median_and_in_most_pairs():
     """timing.clearly_slower (SYNTHETIC per-rep numbers): a candidate 30% slower ends its A/B
     after 10 reps; not before 10 reps, not a copy, not a candidate 5% faster, not one slower in

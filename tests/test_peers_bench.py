@@ -95,10 +95,16 @@ def test_aa_jobs_summary_keeps_the_widest_honest_clock_interval_and_counts_clock
     assert s["clock_shift_ms"] == {"n": 3, "lo_min": -0.2, "hi_max": 0.35, "est_median": 0.02}
 
 
-def test_aa_jobs_summary_spans_the_bursts_per_call_shifts():
-    """With --checker-args "--clock-burst K": the range of the honest jobs' per-call shifts over
-    bursts, what a tolerance for the judge's clock over bursts would be chosen from."""
+def test_aa_jobs_summary_spans_the_bursts_per_call_shifts_and_counts_the_burst_rules_rejections():
+    """The range of the honest jobs' per-call shifts over bursts (ms and over the report), what the
+    burst rule's tolerance is checked against, and how many honest jobs that rule rejected."""
     jobs = [{"verdict": "rejected", "promoted": False, "gain": 0.0, "job_wall_s": 2.0, "verdict_s": 2.0,
-             "second_look": False, "clock_burst": {"shift_ms": x}} for x in (0.004, -0.012, 0.001)]
+             "second_look": False, "clock_burst": {"shift_ms": x, "frac": x / 2}} for x in (0.004, -0.012, 0.001)]
     jobs.append({**jobs[0], "clock_burst": None})   # a job that ended before its bursts
-    assert summarize(jobs)["burst_shift_ms"] == {"n": 3, "min": -0.012, "median": 0.001, "max": 0.004}
+    from checker import clock
+    low = clock.burst_verdict({"k": 20, "shift_ms": 0.05, "report_ms": 0.95})
+    jobs.append({**jobs[0], "reason": ("rejected at timing: " + low)[:200]})   # one_job keeps 200
+    s = summarize(jobs)
+    assert s["burst_shift_ms"] == {"n": 4, "min": -0.012, "median": 0.0025, "max": 0.004}
+    assert s["burst_frac"] == {"n": 4, "min": -0.006, "median": 0.00125, "max": 0.002}
+    assert s["burst_rejections"] == 1 and s["clock_rejections"] == 1
