@@ -292,7 +292,8 @@ def aa_mode(a) -> list[dict]:
                              "pad_floats": pad_n if kind == "power" else None,
                              "distinct_candidate_pids": len({x["cand_pid"] for x in ds}),
                              "distinct_champion_pids": len({x["champ_pid"] for x in ds}), "jobs": ds})
-                log(f"aa: {rows[-1]['variant']}: {rows[-1]['promotions']}/{len(ok)} promoted, "
+                log(f"aa: {rows[-1]['variant']}: {rows[-1]['promotions']}/{len(ds)} promoted "
+                    f"({len(ds) - len(ok)} jobs not ok, counted as not promoted), "
                     f"median gain {rows[-1]['gain_median_median']}")
         finally:
             be.close()
@@ -321,7 +322,7 @@ def table(mode: str, rows: list[dict]) -> str:
         return "\n".join(lines)
     lines = [f"{'variant':<14}{'promoted':>10}{'med gain (median)':>19}{'med gain (mean)':>17}{'job med s':>10}"]
     for r in rows:
-        lines.append(f"{r['variant']:<14}{r['promotions']:>5}/{r['ok']:<4}{_f(r['gain_median_median'], 19)}"
+        lines.append(f"{r['variant']:<14}{r['promotions']:>5}/{r['n']:<4}{_f(r['gain_median_median'], 19)}"
                      f"{_f(r['gain_mean_median'], 17)}{_f(r['job_median_s'], 10)}")
     return "\n".join(lines)
 
