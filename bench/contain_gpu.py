@@ -191,7 +191,7 @@ class Bench:
         rows = out.setdefault("clock", [])
         layers = "all" if any(r.get("ok") for r in out.get("layers", []) if r["set"] == "timed all") else "none"
         base = ["--reps", str(self.a.reps), "--contain", "best-effort", "--layers", layers,
-                "--clock-burst", str(self.a.burst)]
+                "--clock-burst", str(self.a.burst), "--burst-spin", self.a.burst_spin]
         for i in range(max(self.a.aa, self.a.forge)):
             for kind, n, code, extra in (
                     ("honest", self.a.aa, self.base, ["--rounds", str(self.a.aa_rounds)]),
@@ -309,6 +309,8 @@ def main() -> int:
     ap.add_argument("--burst", type=int, default=20,
                     help="clock part: --clock-burst K for every job (the judge's clock over bursts)")
     ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--burst-spin", choices=["each", "once"], default="each",
+                    help="clock part: the judge's --burst-spin for every job")
     ap.add_argument("--parts", default="layers,hostile,clock")
     ap.add_argument("--dry", action="store_true", help="CPU: interpreter and host clock")
     ap.add_argument("--judge", choices=["warm", "cold"], default="warm",

@@ -257,7 +257,8 @@ def aa_mode(a) -> list[dict]:
     copy.write_text(spec.baseline.read_text())
     rows = []
     for judge in a.judges:
-        be = LocalBackend(device="bench", judge=judge, mode="interpret-timed" if a.cpu else "gpu")
+        be = LocalBackend(device="bench", judge=judge, mode="interpret-timed" if a.cpu else "gpu",
+                          extra_args=tuple(a.checker_args.split()))
         try:
             probe = be.evaluate(spec, spec.baseline, spec.baseline, tmp / judge / "probe")
             base_ms = probe["champion"]["median_ms"]
@@ -346,6 +347,7 @@ def main(argv=None) -> int:
     ap.add_argument("--llm-seconds", type=float, default=20.0)
     ap.add_argument("--n", type=int, default=100, help="aa: jobs per A/A and per power test")
     ap.add_argument("--kinds", nargs="+", default=["aa", "power"], choices=["aa", "power"])
+    ap.add_argument("--checker-args", default="", help='aa: judge flags for every job, e.g. "--burst-spin once"')
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per loop run")
     ap.add_argument("--budget-min", type=float, default=8.5,
                     help="start nothing that would end after this many minutes of the call (a device "

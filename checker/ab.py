@@ -139,7 +139,8 @@ class TimedSets:
         for side in pair + pair[::-1]:
             s = self.slots[side.role]
             t0 = time.perf_counter()
-            rep = side.w.call("burst", {"args": s["sets"][0][1], "k": k})
+            rep = side.w.call("burst", {"args": s["sets"][0][1], "k": k,
+                                        "spin": getattr(self.args, "burst_spin", "each")})
             wall = (time.perf_counter() - t0) * 1e3
             stage = "timing" if side.role == "candidate" else "harness"
             side.watch(rep, stage)
@@ -154,6 +155,7 @@ class TimedSets:
                 check_ops(rep.get("ops", []), allowed, "timing")
             got[side.role].append((wall, [float(m) for m in ms]))
         b = result["clock_burst"] = clock.burst_shift(got["candidate"], got["champion"], k)
+        b["spin"] = getattr(self.args, "burst_spin", "each")
         b["tol_frac"] = clock.BURST_TOL_FRAC if self.cuda else clock.HOST_BURST_TOL_FRAC
         b["tol_abs_ms"] = clock.BURST_TOL_ABS_MS if self.cuda else 0.0
         reason = clock.burst_verdict(b, b["tol_frac"], b["tol_abs_ms"])

@@ -311,6 +311,10 @@ def _ab_options(p) -> None:
                         "clock and reject a per-call overhead shift beyond the tolerance "
                         "(clock.burst_verdict; clock_burst in the result); default "
                         f"{clock.BURST_K} on the GPU, none in the interpreter; 0: none")
+    p.add_argument("--burst-spin", choices=["each", "once"], default="each",
+                   help="the settle spin in a burst: after each call's flush (as in the A/B; the "
+                        "default, measured on the H200) or once before the first (not measured yet: "
+                        "the spin's time follows the SM clock, docs/guarantees.md)")
     p.add_argument("--even", default="arena,reads", metavar="WHAT",
                    help="what is made alike between the two sides, a comma list of: arena (the "
                         "champion's arena as large as the candidate's), reads (the judge reads the "

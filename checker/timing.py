@@ -133,13 +133,17 @@ class Flusher:
             if method in ("read", "zero") and self.nbytes else None
         self.sink = torch.zeros((), device=device, dtype=torch.float32)   # 0-dim: sum over dim 0
 
-    def __call__(self):
+    def __call__(self, spin: bool = True):
         if self.buf is None:
             return
         if self.method == "read":
             self.torch.sum(self.buf, dim=0, dtype=self.torch.float32, out=self.sink)
         else:
             self.buf.zero_()
+        if spin:
+            self.spin()
+
+    def spin(self):
         if self.settle_cycles:
             self.torch.cuda._sleep(self.settle_cycles)
 
@@ -159,7 +163,7 @@ class HostEvent:
         return (end.t - self.t) * 1e3
 
 
-def timed_call(torch, fn, args, flush: Flusher | None, watch):
+def timed_call(torch, fn, args, flush: Flusher | None, watch, spin: bool = True):
     """One call between a CUDA event pair, after the flush and its settle spin, under `watch`
     (the op recorder). Returns (output, start event, end event, host ms between the two
     records: when it outlasts the settle spin, the GPU idled inside the timed region); the
@@ -170,7 +174,7 @@ def timed_call(torch, fn, args, flush: Flusher | None, watch):
     else:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if flush is not None:
-        flush()
+        flush(spin)
     with watch:
         start.record()
         t0 = time.perf_counter()

@@ -188,15 +188,19 @@ class Worker:
         return {"ok": True, "ms": ms, "host_ms": host_ms, "meta": meta, **self.watched()}
 
     def op_burst(self, payload):
-        """`k` timed calls back to back, each with its flush and settle spin as in op_call, one
-        sync at the end: the judge times the whole request on its own clock (checker/clock.py
-        burst_shift). The outputs are let go: the timed reps before it were checked."""
+        """`k` timed calls back to back, each with its flush and settle spin as in op_call (spin
+        "once": one spin before the first flush, none after each), one sync at the end: the judge
+        times the whole request on its own clock (checker/clock.py burst_shift). The outputs are
+        let go: the timed reps before it were checked."""
         torch = self.torch
         args = self._views(payload["args"])
+        each = payload.get("spin", "each") != "once"
         pairs = []
         try:
+            if not each and self.flush is not None and getattr(self.flush, "cuda", False):
+                self.flush.spin()   # lets the host get ahead of the GPU once for the whole burst
             for _ in range(int(payload["k"])):
-                out, start, end, _host = self.timing.timed_call(torch, self.fn, args, self.flush, self.rec)
+                out, start, end, _host = self.timing.timed_call(torch, self.fn, args, self.flush, self.rec, each)
                 pairs.append((start, end))
                 del out
             self.sync()

@@ -5,6 +5,7 @@ result lines show them (results/session4: medians 0.95-1.19 ms), a jitter of 30 
 guess: no per-call numbers were kept before), an order effect and rare stalls. The GPU's real
 false-alarm and catch rates come from bench/contain_gpu.py on the H200.
 """
+import contextlib
 import random
 import statistics
 from types import SimpleNamespace
@@ -91,7 +92,8 @@ class _RecordingTorch:
     def __init__(self):
         self.sleeps = []
         self.cuda = SimpleNamespace(_sleep=self.sleeps.append,
-                                    get_device_properties=lambda d: SimpleNamespace(L2_cache_size=50 << 20))
+                                    get_device_properties=lambda d: SimpleNamespace(L2_cache_size=50 << 20),
+                                    Event=lambda enable_timing: SimpleNamespace(record=lambda: None))
 
     def ones(self, n, device, dtype):
         return SimpleNamespace(zero_=lambda: None)
@@ -121,6 +123,22 @@ def test_both_workers_spin_the_judges_one_settle_count_and_calibrate_nothing():
     assert [t.sleeps for t in sides] == [[timing.SETTLE_CYCLES] * 2] * 2
     cpu = timing.Flusher(_RecordingTorch(), SimpleNamespace(type="cpu"), "read", settle_cycles=500_000)
     assert cpu.settle_cycles == 0 and cpu.buf is None     # interpret mode: no flush, no spin
+
+
+def test_a_burst_with_one_spin_spins_once_before_its_flushes():
+    """--burst-spin once (not the default): the worker's burst spins once, then flushes without
+    a spin before each call, so the SM clock moves only one spin's time per burst."""
+    from checker import judge  # noqa: F401 - puts checker/ on the path of its flat siblings
+    from checker import timing
+    t = _RecordingTorch()
+    f = timing.Flusher(t, SimpleNamespace(type="cuda"), "read", settle_cycles=1000)
+    f.spin()
+    for _ in range(3):
+        timing.timed_call(t, lambda: None, [], f, contextlib.nullcontext(), spin=False)
+    assert t.sleeps == [1000]
+    timing.timed_call(t, lambda: None, [], f, contextlib.nullcontext())
+    assert t.sleeps == [1000, 1000]   # the A/B's calls (and the default burst) spin every time
+    assert judge.parse_args(["--spec", "s.json", "--candidate", "c.py", "--champion", "b.py"]).burst_spin == "each"
 
 
 def _burst(k, kernel_ms, per_call_gpu, request_ms, report=1.0):
