@@ -191,7 +191,7 @@ class Bench:
         rows = out.setdefault("clock", [])
         layers = "all" if any(r.get("ok") for r in out.get("layers", []) if r["set"] == "timed all") else "none"
         base = ["--reps", str(self.a.reps), "--contain", "best-effort", "--layers", layers,
-                "--clock-burst", str(self.a.burst), "--burst-spin", self.a.burst_spin]
+                "--clock-burst", str(self.a.burst), "--burst-spin", self.a.burst_spin, "--burst-every"]
         for i in range(max(self.a.aa, self.a.forge)):
             for kind, n, code, extra in (
                     ("honest", self.a.aa, self.base, ["--rounds", str(self.a.aa_rounds)]),

@@ -159,7 +159,7 @@ def _burst_jobs(f: str) -> list[tuple[str, str, dict, str]]:
     if "detail" in d:
         return [(d["spec"], "honest (A/A)", j["clock_burst"], j.get("reason") or "")
                 for j in d["detail"] if j.get("clock_burst")]
-    return [("matmul 1.1 ms", {"honest": "honest (A/A)", "five_percent_low": "reports 5% low"}[r["kind"]],
+    return [("matmul", {"honest": "honest (A/A)", "five_percent_low": "reports 5% low"}[r["kind"]],
              r["clock_burst"], r.get("error") or "") for r in d["clock"] if r.get("clock_burst")]
 
 
@@ -175,7 +175,7 @@ def burst_rows(files: list[str]) -> list[list[str]]:
             ran = sum("over bursts timed whole" in e for _, e in js)
             now = sum(clock.burst_verdict(b) is not None for b, _ in js)
             floor = js[0][0].get("tol_abs_ms")
-            rows.append([f"{kernel} ({Path(f).name.split('_')[0]})", kind, str(len(js)),
+            rows.append([f"{kernel}, {js[0][0]['report_ms']:.3f} ms ({Path(f).name.split('_')[0]})", kind, str(len(js)),
                          f"{sh[0]:+.4f} ms .. {sh[-1]:+.4f} ms", f"{pct(fr[0], 1)} .. {pct(fr[-1], 1)}",
                          f"{ran}/{len(js)}" + (f" (floor {floor} ms)" if floor is not None else ""),
                          f"**{now}/{len(js)}**"])
@@ -192,7 +192,10 @@ def burst_section() -> str:
                    f"{clock.BURST_TOL_ABS_MS} ms and {clock.BURST_TOL_FRAC:g} of the candidate's time, "
                    "either way, rejects. The rule's floor changed during the session (the column says "
                    "which ran); the last column re-decides every recorded burst with today's rule "
-                   "(`clock.burst_verdict`, a pure function of the recorded numbers).",
+                   "(`clock.burst_verdict`, a pure function of the recorded numbers). The kernel's "
+                   "time is its first job's median report. Every job here ran the bursts (then "
+                   "after every A/B that ran to its end; now only after one whose candidate came "
+                   "out faster by median, or with `--burst-every`).",
                    md_table(["kernel (call)", "worker", "jobs", "per-call shift", "shift / its time",
                              "rejected as run", "rejected by today's rule"], burst_rows(BURST_AA + BURST_FORGE)))
 
@@ -271,7 +274,8 @@ def llm_section() -> str:
     return section("An LLM-paced run: decided iterations per hour", [LLM_NOW],
                    "A loopback OpenAI server answering each request after 20 s, matmul, warm judge, one "
                    "GPU, K=1 beside K=4 in one device call. GPU timing: the share of the run's wall "
-                   "clock the judge spent in A/B timing.",
+                   "clock the judge spent in A/B timing (in session 10's runs without the bursts' "
+                   "time, which was not counted then and is now).",
                    md_table(LLM_HEADER, llm_rows(LLM_NOW)))
 
 

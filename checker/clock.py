@@ -40,12 +40,12 @@ MIN_PAIRS = 13           # fewer rep pairs (26 reps) give no interval at Z: no o
 # GPU. A worker reporting x low shows a per-call shift of x/(1-x) of its report (5%: +0.053).
 BURST_K = 20                 # calls per burst on the GPU (--clock-burst; the interpreter: none)
 # On the H200 (results/session10 calls 1, 3, 4) honest shifts were within -0.016..+0.020 ms a
-# call over 144 separate jobs (softmax 0.066 ms: -0.0158..+0.0198; matmul 0.19 ms:
-# -0.0085..+0.0148; matmul 1.1 ms: -0.0097..+0.0127) and a worker 5% low on 1.1 ms showed
-# +0.047..+0.063 (13 of 13 rejected). The lower side rejected 3 of 31 truly faster candidates in
+# call over 144 separate jobs on two kernels (softmax 0.066 ms: -0.0158..+0.0198; the naive
+# matmul, 1.15 ms: -0.0097..+0.0148) and a worker 5% low on that matmul showed +0.047..+0.063
+# (13 of 13 rejected). The lower side rejected 3 of 31 truly faster candidates in
 # the power test (docs/guarantees.md). With a 2 us floor 30 of 43 honest softmax jobs were rejected: the floor
-# is 0.03 ms, so 5% low is caught from kernels of about 0.6 ms up (on a 0.066 ms kernel only
-# beyond 45% low).
+# is 0.03 ms: 5% low is caught reliably from about 1 ms (measured at 1.15 ms; at 0.6 ms its shift
+# only equals the floor; on the tuned 0.185 ms matmul only beyond about 16% low).
 BURST_TOL_FRAC = 0.025       # half of 5% low's shift
 BURST_TOL_ABS_MS = 0.03      # the honest per-call spread on the H200 was within 0.02 ms
 HOST_BURST_TOL_FRAC = 0.03   # --host-clock (CPU tests): a loaded CPU's scheduling noise

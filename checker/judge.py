@@ -311,6 +311,9 @@ def _ab_options(p) -> None:
                         "clock and reject a per-call overhead shift beyond the tolerance "
                         "(clock.burst_verdict; clock_burst in the result); default "
                         f"{clock.BURST_K} on the GPU, none in the interpreter; 0: none")
+    p.add_argument("--burst-every", action="store_true",
+                   help="run the bursts after every A/B that ran to its end (measurements of the honest "
+                        "spread), not only when the candidate came out faster by median")
     p.add_argument("--burst-spin", choices=["each", "once"], default="each",
                    help="the settle spin in a burst: after each call's flush (as in the A/B; the "
                         "default, measured on the H200) or once before the first (not measured yet: "

@@ -6,6 +6,7 @@ the benches, flat (inside a Nebius job) or as `checker.timing`.
 """
 from __future__ import annotations
 
+import copy
 import os
 import statistics
 import threading
@@ -133,19 +134,25 @@ class Flusher:
             if method in ("read", "zero") and self.nbytes else None
         self.sink = torch.zeros((), device=device, dtype=torch.float32)   # 0-dim: sum over dim 0
 
-    def __call__(self, spin: bool = True):
+    def __call__(self):
         if self.buf is None:
             return
         if self.method == "read":
             self.torch.sum(self.buf, dim=0, dtype=self.torch.float32, out=self.sink)
         else:
             self.buf.zero_()
-        if spin:
-            self.spin()
+        self.spin()
 
     def spin(self):
         if self.settle_cycles:
             self.torch.cuda._sleep(self.settle_cycles)
+
+    def without_spin(self) -> "Flusher":
+        """This flusher (the same buffer) with no spin after its flush: a burst that spun once
+        before its first call (--burst-spin once)."""
+        other = copy.copy(self)
+        other.settle_cycles = 0
+        return other
 
 
 class HostEvent:
@@ -163,7 +170,7 @@ class HostEvent:
         return (end.t - self.t) * 1e3
 
 
-def timed_call(torch, fn, args, flush: Flusher | None, watch, spin: bool = True):
+def timed_call(torch, fn, args, flush: Flusher | None, watch):
     """One call between a CUDA event pair, after the flush and its settle spin, under `watch`
     (the op recorder). Returns (output, start event, end event, host ms between the two
     records: when it outlasts the settle spin, the GPU idled inside the timed region); the
@@ -174,7 +181,7 @@ def timed_call(torch, fn, args, flush: Flusher | None, watch, spin: bool = True)
     else:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if flush is not None:
-        flush(spin)
+        flush()
     with watch:
         start.record()
         t0 = time.perf_counter()

@@ -194,13 +194,14 @@ class Worker:
         let go: the timed reps before it were checked."""
         torch = self.torch
         args = self._views(payload["args"])
-        each = payload.get("spin", "each") != "once"
+        flush = self.flush
         pairs = []
         try:
-            if not each and self.flush is not None and getattr(self.flush, "cuda", False):
-                self.flush.spin()   # lets the host get ahead of the GPU once for the whole burst
+            if payload.get("spin") == "once" and flush is not None:
+                flush.spin()   # lets the host get ahead of the GPU once for the whole burst
+                flush = flush.without_spin()
             for _ in range(int(payload["k"])):
-                out, start, end, _host = self.timing.timed_call(torch, self.fn, args, self.flush, self.rec, each)
+                out, start, end, _host = self.timing.timed_call(torch, self.fn, args, flush, self.rec)
                 pairs.append((start, end))
                 del out
             self.sync()

@@ -133,9 +133,10 @@ def test_a_burst_with_one_spin_spins_once_before_its_flushes():
     t = _RecordingTorch()
     f = timing.Flusher(t, SimpleNamespace(type="cuda"), "read", settle_cycles=1000)
     f.spin()
+    quiet = f.without_spin()
     for _ in range(3):
-        timing.timed_call(t, lambda: None, [], f, contextlib.nullcontext(), spin=False)
-    assert t.sleeps == [1000]
+        timing.timed_call(t, lambda: None, [], quiet, contextlib.nullcontext())
+    assert t.sleeps == [1000] and quiet.buf is f.buf
     timing.timed_call(t, lambda: None, [], f, contextlib.nullcontext())
     assert t.sleeps == [1000, 1000]   # the A/B's calls (and the default burst) spin every time
     assert judge.parse_args(["--spec", "s.json", "--candidate", "c.py", "--champion", "b.py"]).burst_spin == "each"
@@ -182,7 +183,7 @@ def test_the_burst_rule_rejects_5_percent_low_and_skipped_harness_work_and_passe
     assert "skipped part of the harness" in clock.burst_verdict(skips)
     wall, ms = _burst(k, 1.0, gpu, 0.5)
     assert "forged" in clock.burst_verdict(clock.burst_shift([(wall, [m * 1.5 for m in ms])], champ, k))
-    # a 10 us kernel: 5% is 0.5 us, under the 2 us floor, so the floor decides, not the fraction
+    # a 10 us kernel: 5% is 0.5 us, under the floor (0.03 ms), so the floor decides, not the fraction
     tiny = clock.burst_shift([_burst(k, 0.01, 0.02, 0.5, report=0.95)] * 2,
                              [_burst(k, 0.01, 0.02, 0.5)] * 2, k)
     assert clock.burst_verdict(tiny) is None and clock.burst_verdict(tiny, tol_abs=0.0) is not None
@@ -203,3 +204,17 @@ def test_an_a_b_may_end_early_only_for_a_candidate_clearly_slower_in_median_and_
     assert not any(timing.clearly_slower(cand(f)[:n], champ[:n]) for f in (1.0, 0.95, 1.05) for n in (10, 30, 50))
     split = [1.5 if i % 2 else 0.99 for i in range(12)]   # median up 25%, slower in half the pairs
     assert statistics.median(split) > 1.1 and not timing.clearly_slower(split, champ[:12])
+
+
+def test_the_bursts_look_only_at_a_candidate_that_came_out_faster_by_median():
+    """ab.bursts_needed (pure): a lie pays only through a promotion, which needs the median
+    faster; --burst-every (measurements) looks after any A/B that ran to its end; never after an
+    early end or without both medians."""
+    from checker import judge  # noqa: F401 - puts checker/ on the path of its flat siblings
+    from checker import ab
+    def res(c, b, **kw):
+        return {"candidate": {"median_ms": c}, "champion": {"median_ms": b}, **kw}
+    assert ab.bursts_needed(res(0.95, 1.0)) and not ab.bursts_needed(res(1.0, 1.0))
+    assert not ab.bursts_needed(res(1.05, 1.0)) and ab.bursts_needed(res(1.05, 1.0), every=True)
+    assert not ab.bursts_needed(res(0.5, 1.0, ended_early={"after_reps": 10}), every=True)
+    assert not ab.bursts_needed({"candidate": {}, "champion": {"median_ms": 1.0}}, every=True)

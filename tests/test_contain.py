@@ -181,14 +181,17 @@ def test_the_judges_clock_over_bursts_rejects_a_worker_reporting_5_percent_low(t
     5% of the kernel's time for the liar (more on a loaded CPU), rejected, and about none for the
     honest copy, which passes."""
     fracs = {}
-    for name, code in (("honest", BASE), ("low", FIVE_PERCENT_LOW + BASE)):
+    for name, code, spin in (("honest", BASE, "once"), ("low", FIVE_PERCENT_LOW + BASE, "each")):
         job = Job(tmp_path / name)
-        job.start(["--host-clock", "--reps", "10", "--warmup", "2", "--clock-burst", "12"])
+        job.start(["--host-clock", "--reps", "10", "--warmup", "2", "--clock-burst", "12", "--burst-every",
+                   "--burst-spin", spin,   # no spin on the CPU: "once" only reaches the worker here
+                   "--no-early-reject"])   # a loaded CPU's host clock can end an honest A/B early
         job.stage(code)
         res = job.finish()
         assert "overhead check needs" in res["wall_probe_ms"]["note"]   # the per-rep rule did not decide
         b = res["clock_burst"]
         assert b["k"] == 12 and b["bursts"] == 2 and len(b["champion_overhead_ms"]) == 2 and not b["forged"]
+        assert b["spin"] == spin
         fracs[name] = b["frac"]
         if name == "honest":
             assert res["ok"] is True, res["error"]
