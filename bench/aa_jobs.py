@@ -89,6 +89,7 @@ def summarize(jobs: list[dict]) -> dict:
             "side_offset": _offset(decided),
             "burst_shift_ms": _range([(j.get("clock_burst") or {}).get("shift_ms") for j in jobs]),
             "burst_frac": _range([(j.get("clock_burst") or {}).get("frac") for j in jobs]),
+            "burst_shift_ab_ms": _range([(j.get("clock_burst") or {}).get("shift_ab_ms") for j in jobs]),
             "burst_rejections": sum("over bursts timed whole" in (j.get("reason") or "") for j in jobs)}
 
 
@@ -172,7 +173,7 @@ def main(argv=None) -> int:
           f"{(s['side_offset'] or {}).get('champion_slower')}/{(s['side_offset'] or {}).get('n')} jobs, "
           f"by {(s['side_offset'] or {}).get('median_ms')} ms (median); per-call shift over bursts "
           f"{s['burst_shift_ms']}, over the report {s['burst_frac']}, rejected by the burst rule "
-          f"{s['burst_rejections']}")
+          f"{s['burst_rejections']}; against the A/B's medians {s['burst_shift_ab_ms']}")
     return 0
 
 

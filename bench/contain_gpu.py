@@ -289,6 +289,9 @@ def table(out: dict) -> None:
         jobs = [r for r in out.get("clock", []) if r["kind"] == kind and r.get("clock_burst")]
         fr = sorted(r["clock_burst"]["frac"] for r in jobs if r["clock_burst"].get("frac") is not None)
         hit = sum(1 for r in jobs if "over bursts timed whole" in str(r.get("error")))
+        ab = sorted(r["clock_burst"]["shift_ab_ms"] for r in jobs if r["clock_burst"].get("shift_ab_ms") is not None)
+        if ab:
+            print(f"bursts against the A/B's medians, {kind}: {ab[0]:+.4f} .. {ab[-1]:+.4f} ms")
         if jobs:
             print(f"burst rule, {kind}: rejected {hit}/{len(jobs)} jobs; shift/report "
                   f"{fr[0]:+.4f} .. {fr[-1]:+.4f}" if fr else f"burst rule, {kind}: rejected {hit}/{len(jobs)}")

@@ -166,7 +166,8 @@ class TimedSets:
             if side.role == "candidate":
                 check_ops(rep.get("ops", []), allowed, "timing")
             got[side.role].append((wall, [float(m) for m in ms]))
-        b = result["clock_burst"] = clock.burst_shift(got["candidate"], got["champion"], k)
+        ab = (result["candidate"]["median_ms"], result["champion"]["median_ms"])
+        b = result["clock_burst"] = clock.burst_shift(got["candidate"], got["champion"], k, ab)
         b["spin"] = getattr(self.args, "burst_spin", "each")
         b["tol_frac"] = clock.BURST_TOL_FRAC if self.cuda else clock.HOST_BURST_TOL_FRAC
         b["tol_abs_ms"] = clock.BURST_TOL_ABS_MS if self.cuda else 0.0

@@ -114,23 +114,34 @@ def verdict(cand_ms, cand_wall, champ_ms, champ_wall, tol_abs: float = TOL_ABS_M
     return None, nums
 
 
-def burst_shift(cand: list, champ: list, k: int) -> dict:
+def burst_shift(cand: list, champ: list, k: int, ab: tuple | None = None) -> dict:
     """The judge's clock over bursts (issue 23's 5%-low worker on the GPU). Each burst is (the
     judge's wall ms for one request of `k` timed calls back to back, synced once at its end; the worker's k reported ms). A worker's per-call overhead in a burst
     is (wall - sum of its reports) / k: the request's pipe and the worker's host time are paid
     once per burst, so the per-process host differences that blur the per-rep check
     (+-0.25 ms a call on the H200) shrink k-fold, while a report x% low still adds x% of the
     kernel's time to every call. The shift is the candidate's median per-call overhead minus
-    the champion's; `frac`, that shift over the candidate's median report."""
+    the champion's; `frac`, that shift over the candidate's median report.
+
+    `ab` (the A/B's median reports, candidate and champion) adds `shift_ab_ms`: the same shift
+    with each worker's per-call overhead taken against its A/B median instead of its burst
+    reports. A worker that reports honestly in its bursts (a request it can tell apart) and low
+    in the A/B's reps shows there (a measurement, not yet a rule: its honest spread on the GPU is
+    unmeasured)."""
     def per_call(bursts):
         return [(w - sum(ms)) / k for w, ms in bursts]
     oc, ob = per_call(cand), per_call(champ)
     rep = statistics.median(m for _, ms in cand for m in ms)
     shift = statistics.median(oc) - statistics.median(ob)
-    return {"k": k, "bursts": len(cand), "candidate_overhead_ms": [round(x, 5) for x in oc],
-            "champion_overhead_ms": [round(x, 5) for x in ob], "shift_ms": round(shift, 5),
-            "report_ms": round(rep, 5), "frac": round(shift / rep, 5) if rep > 0 else None,
-            "forged": any(sum(ms) > w + FORGE_SLACK_MS for w, ms in cand)}
+    out = {"k": k, "bursts": len(cand), "candidate_overhead_ms": [round(x, 5) for x in oc],
+           "champion_overhead_ms": [round(x, 5) for x in ob], "shift_ms": round(shift, 5),
+           "report_ms": round(rep, 5), "frac": round(shift / rep, 5) if rep > 0 else None,
+           "champion_report_ms": round(statistics.median(m for _, ms in champ for m in ms), 5),
+           "forged": any(sum(ms) > w + FORGE_SLACK_MS for w, ms in cand)}
+    if ab is not None:
+        wc, wb = (statistics.median(w / k for w, _ in b) for b in (cand, champ))
+        out["shift_ab_ms"] = round((wc - ab[0]) - (wb - ab[1]), 5)
+    return out
 
 
 def burst_verdict(b: dict, tol_frac: float = BURST_TOL_FRAC, tol_abs: float = BURST_TOL_ABS_MS) -> str | None:

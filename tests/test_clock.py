@@ -218,3 +218,18 @@ def test_the_bursts_look_only_at_a_candidate_that_came_out_faster_by_median():
     assert not ab.bursts_needed(res(1.05, 1.0)) and ab.bursts_needed(res(1.05, 1.0), every=True)
     assert not ab.bursts_needed(res(0.5, 1.0, ended_early={"after_reps": 10}), every=True)
     assert not ab.bursts_needed({"candidate": {}, "champion": {"median_ms": 1.0}}, every=True)
+
+
+def test_a_worker_honest_in_its_bursts_and_low_in_the_a_b_shows_in_the_shift_against_its_a_b_median():
+    """clock.burst_shift with the A/B's medians (SYNTHETIC): a worker can tell a burst request from
+    an A/B rep, so one that reports honestly in its bursts and 5% low in the A/B passes the burst
+    shift; measured against its A/B median, its per-call overhead is 5% of the kernel larger."""
+    k, gpu = 20, 0.3
+    champ = [_burst(k, 1.0, gpu, 0.5), _burst(k, 1.0, gpu, 0.5)]
+    cand = [_burst(k, 1.0, gpu, 0.5)] * 2                       # honest in its bursts
+    honest = clock.burst_shift(cand, champ, k, ab=(1.0, 1.0))
+    two_faced = clock.burst_shift(cand, champ, k, ab=(0.95, 1.0))  # its A/B median 5% low
+    assert abs(honest["shift_ms"]) < 1e-9 and abs(honest["shift_ab_ms"]) < 1e-9
+    assert abs(two_faced["shift_ms"]) < 1e-9 and clock.burst_verdict(two_faced) is None   # the rule passes it
+    assert abs(two_faced["shift_ab_ms"] - 0.05) < 1e-9
+    assert "shift_ab_ms" not in clock.burst_shift(cand, champ, k)
