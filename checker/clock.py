@@ -42,10 +42,10 @@ BURST_K = 20                 # calls per burst on the GPU (--clock-burst; the in
 # On the H200 (results/session10 calls 1, 3, 4) honest shifts were within -0.016..+0.020 ms a
 # call over 144 separate jobs on two kernels (softmax 0.066 ms: -0.0158..+0.0198; the naive
 # matmul, 1.15 ms: -0.0097..+0.0148) and a worker 5% low on that matmul showed +0.047..+0.063
-# (13 of 13 rejected). The lower side rejected 3 of 31 truly faster candidates in
-# the power test (docs/guarantees.md). With a 2 us floor 30 of 43 honest softmax jobs were rejected: the floor
-# is 0.03 ms: 5% low is caught reliably from about 1 ms (measured at 1.15 ms; at 0.6 ms its shift
-# only equals the floor; on the tuned 0.185 ms matmul only beyond about 16% low).
+# (13 of 13 rejected). A 2 us floor rejected 30 of 43 honest softmax jobs, hence 0.03 ms: 5% low
+# is caught reliably from about 1 ms (measured at 1.15 ms; at 0.6 ms its shift only equals the
+# floor; on the tuned 0.185 ms matmul only beyond about 16% low). The lower side rejected 3 of 31
+# truly faster candidates in the power test (docs/guarantees.md).
 BURST_TOL_FRAC = 0.025       # half of 5% low's shift
 BURST_TOL_ABS_MS = 0.03      # the honest per-call spread on the H200 was within 0.02 ms
 HOST_BURST_TOL_FRAC = 0.03   # --host-clock (CPU tests): a loaded CPU's scheduling noise
@@ -116,11 +116,11 @@ def verdict(cand_ms, cand_wall, champ_ms, champ_wall, tol_abs: float = TOL_ABS_M
 
 def burst_shift(cand: list, champ: list, k: int, ab: tuple | None = None) -> dict:
     """The judge's clock over bursts (issue 23's 5%-low worker on the GPU). Each burst is (the
-    judge's wall ms for one request of `k` timed calls back to back, synced once at its end; the worker's k reported ms). A worker's per-call overhead in a burst
-    is (wall - sum of its reports) / k: the request's pipe and the worker's host time are paid
-    once per burst, so the per-process host differences that blur the per-rep check
-    (+-0.25 ms a call on the H200) shrink k-fold, while a report x% low still adds x% of the
-    kernel's time to every call. The shift is the candidate's median per-call overhead minus
+    judge's wall ms for one request of `k` timed calls back to back, synced once at its end; the
+    worker's k reported ms). A worker's per-call overhead in a burst is (wall - sum of its
+    reports) / k: the request's pipe and the worker's host time are paid once per burst, so the
+    per-process host differences that blur the per-rep check (+-0.25 ms a call on the H200)
+    shrink k-fold, while a report x% low still adds x% of the kernel's time to every call. The shift is the candidate's median per-call overhead minus
     the champion's; `frac`, that shift over the candidate's median report.
 
     `ab` (the A/B's median reports, candidate and champion) adds `shift_ab_ms`: the same shift
@@ -144,7 +144,8 @@ def burst_shift(cand: list, champ: list, k: int, ab: tuple | None = None) -> dic
     return out
 
 
-def burst_verdict(b: dict, tol_frac: float = BURST_TOL_FRAC, tol_abs: float = BURST_TOL_ABS_MS) -> str | None:
+def burst_verdict(b: dict, tol_frac: float = BURST_TOL_FRAC,
+                  tol_abs: float = BURST_TOL_ABS_MS) -> str | None:
     """The reason to reject a candidate whose bursts (burst_shift's dict) show its worker
     reporting more than the judge's clock saw, or a per-call overhead beyond the tolerance
     (max(tol_abs, tol_frac x its median report)) either way from the champion worker's; None
@@ -157,8 +158,9 @@ def burst_verdict(b: dict, tol_frac: float = BURST_TOL_FRAC, tol_abs: float = BU
     if shift is None or rep is None:
         return None
     tol = max(tol_abs, tol_frac * rep)
-    how = (f"({shift:+.4f} ms a call, {100 * shift / rep if rep else 0:+.1f}% of its {rep:.4f} ms, over bursts of "
-           f"{b['k']}; allowed +-{tol:.4f} ms = max({tol_abs:g} ms, {tol_frac:g} x its report))")
+    pct = 100 * shift / rep if rep else 0.0
+    how = (f"({shift:+.4f} ms a call, {pct:+.1f}% of its {rep:.4f} ms, over bursts of {b['k']}; "
+           f"allowed +-{tol:.4f} ms = max({tol_abs:g} ms, {tol_frac:g} x its report))")
     if shift > tol:
         return ("its time was reported low, or work escaped the timed region: over bursts timed "
                 "whole, the judge's clock saw the candidate worker's per-call overhead exceed the "
