@@ -125,6 +125,9 @@ def read_run(run_dir: Path) -> dict:
             "duration_s": end.get("duration_s"),
             "baseline_job_s": job_wall(base.get("result")), "final_job_s": job_wall(final.get("result")),
             "baseline_sight_cache": (base.get("result") or {}).get("sight_cache"),
+            # where the baseline and final jobs' seconds go (peers, profile, ncu: the second look)
+            "baseline_phase_s": (base.get("result") or {}).get("phase_s"),
+            "final_phase_s": (final.get("result") or {}).get("phase_s"),
             "rejected_n": len(rej), "rejected_median_s": _med(r["verdict_s"] for r in rej),
             "compile_warmed_jobs": sum(1 for r in rows if (r["compile_warm"] or {}).get("seconds")
                                        and not r["compile_warm"].get("failed")),

@@ -39,6 +39,11 @@ def test_the_bench_reads_a_run_the_loop_wrote(tmp_path):
         e["result"].setdefault("workers", {}).setdefault("candidate", {})["compile_warm"] = warm
         e["result"]["ended_early"] = {"after_reps": 10, "of": 50}   # as an early-rejected A/B says
         lines[i] = json.dumps(e)
+    b = next(i for i, x in enumerate(lines) if json.loads(x)["event"] == "baseline")
+    e = json.loads(lines[b])
+    e["result"]["phase_s"] = {"timing": 1.0, "sight": 3.5, "end": 28.2}   # where a baseline job's time went
+    lines[b] = json.dumps(e)
     (run / "run.jsonl").write_text("\n".join(lines) + "\n")
     r = verdict_speed.read_run(run)
     assert (r["compile_warmed_jobs"], r["compile_warm_failed"], r["ended_early"]) == (1, 1, 2)
+    assert r["baseline_phase_s"] == {"timing": 1.0, "sight": 3.5, "end": 28.2}
