@@ -108,6 +108,7 @@ def read_run(run_dir: Path) -> dict:
                      "ok": res.get("ok"), "job_s": wall, "in_job_sight_s": round(sight, 3),
                      "verdict_s": None if wall is None else round(wall - sight, 3),
                      "timing_s": res.get("timing_wall_s"), "phase_s": res.get("phase_s"),
+                     "finish_s": res.get("finish_s"),   # the job's end: each side, sweep, fill
                      "ended_early": (res.get("ended_early") or {}).get("after_reps"),   # early rejection
                      # the candidate's spare warmed Triton's compiler while it waited (None: it did not)
                      "compile_warm": ((res.get("workers") or {}).get("candidate") or {}).get("compile_warm")})
@@ -249,6 +250,10 @@ def llm_mode(a) -> list[dict]:
     return rows
 
 
+BURST_KEYS = ("shift_ms", "report_ms", "champion_report_ms", "frac", "shift_ab_ms", "spin",
+              "candidate_overhead_ms", "champion_overhead_ms", "tol_abs_ms", "tol_frac")
+
+
 def aa_mode(a) -> list[dict]:
     import decision
     from backends.local import LocalBackend
@@ -286,7 +291,10 @@ def aa_mode(a) -> list[dict]:
                                "gain_median": (b["median_ms"] / c["median_ms"] - 1) if c.get("median_ms") else None,
                                "gain_mean": (b["mean_ms"] / c["mean_ms"] - 1) if c.get("mean_ms") else None,
                                "cand_pid": ((res.get("workers") or {}).get("candidate") or {}).get("pid"),
-                               "champ_pid": ((res.get("workers") or {}).get("champion") or {}).get("pid")})
+                               "champ_pid": ((res.get("workers") or {}).get("champion") or {}).get("pid"),
+                               # the bursts' numbers, so a rule can be re-decided from this file
+                               "burst": {x: (res.get("clock_burst") or {}).get(x) for x in BURST_KEYS}
+                               if res.get("clock_burst") else None})
                 ok = [x for x in ds if x["ok"]]
                 rows.append({"variant": f"{judge} {kind}", "judge": judge, "kind": kind, "n": len(ds),
                              "ok": len(ok), "promotions": sum(x["promoted"] for x in ok),

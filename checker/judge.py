@@ -166,6 +166,7 @@ def run(args, spec: dict, result: dict, sides: dict, pool) -> None:
     _phase(result, "timing")
     tol, mult, _ = job["bar"]
     job["timed"].run(result, sides, job["ref_dtype"], allowed, tol, mult, check_ops)
+    _phase(result, "verdict")
     no_strays()   # before the second look, whose own helpers are the judge's children
     if args.peers or args.profile_kernel:
         import sight
@@ -425,6 +426,7 @@ def judge(args, result: dict, pool=None) -> dict:
     except BaseException as e:   # noqa: BLE001 - the line must be written whatever happens
         result.update(ok=False, error=f"{type(e).__name__}: {str(e)[:500]}",
                       traceback=traceback.format_exc()[-2000:])
+    _phase(result, "finish")
     pool.finish(args, sides, result)
     result.pop("_undumpable", None)
     result["wall_s"] = time.monotonic() - result.get("_t0", T0)

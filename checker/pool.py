@@ -246,7 +246,9 @@ class WarmPool:
         candidate that may be promoted; then, as a cold judge's end of job, every other process
         below the judge is killed and the folders of the workers gone are removed; restore the
         spares."""
+        took = result.setdefault("finish_s", {})   # where a job's end goes (bench/verdict_speed.py)
         for role, sd in sides.items():
+            t0 = time.monotonic()
             if sd.arena is not None:
                 sd.arena.unlink()
             if id(sd) in self.cold:
@@ -257,12 +259,17 @@ class WarmPool:
             elif role == "candidate":
                 self._settle_candidate(sd, result, sides.get("champion"))
             sd.arena = None
+            took[role] = round(time.monotonic() - t0, 4)
+        t0 = time.monotonic()
         self.sweep(result, args)
         if not result.get("ok") and self.kept is not None and self.kept[1] in sides.values():
             self._end(self.kept[1].w)   # the sweep failed the verdict: nothing of it is kept
             self.kept = None
             self.sweep(result, args)
+        took["sweep"] = round(time.monotonic() - t0, 4)
+        t0 = time.monotonic()
         self.fill()
+        took["fill"] = round(time.monotonic() - t0, 4)
 
     def live_pids(self) -> set[int]:
         """The workers that outlive the job: spares, the champion's, a kept candidate's."""
