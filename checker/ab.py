@@ -144,16 +144,19 @@ class TimedSets:
         return rep, float(ms), wall
 
     def _bursts(self, result: dict, pair, k: int, allowed: set, check_ops) -> None:
-        """--clock-burst K (20 on the GPU by default): two bursts of K timed calls per worker, in
-        the order candidate, champion, champion, candidate, each timed whole on the judge's clock;
-        recorded as result["clock_burst"] (clock.burst_shift) and judged (clock.burst_verdict)."""
+        """--clock-burst K (20 on the GPU by default): clock.BURSTS bursts of K timed calls per
+        worker, in the order clock.burst_order gives (candidate, champion, champion, candidate,
+        ...), each timed whole on the judge's clock; recorded as result["clock_burst"]
+        (clock.burst_shift: medians over the bursts, so one disturbed burst does not decide) and
+        judged (clock.burst_verdict)."""
         got = {p.role: [] for p in pair}
-        for side in pair + pair[::-1]:
+        for side in clock.burst_order(pair, clock.BURSTS):
             s = self.slots[side.role]
-            t0 = time.perf_counter()
-            rep = side.w.call("burst", {"args": s["sets"][0][1], "k": k,
-                                        "spin": getattr(self.args, "burst_spin", "each")})
-            wall = (time.perf_counter() - t0) * 1e3
+            with timing.no_gc():   # the judge's own pause would count as the worker's overhead
+                t0 = time.perf_counter()
+                rep = side.w.call("burst", {"args": s["sets"][0][1], "k": k,
+                                            "spin": getattr(self.args, "burst_spin", "each")})
+                wall = (time.perf_counter() - t0) * 1e3
             stage = "timing" if side.role == "candidate" else "harness"
             side.watch(rep, stage)
             if "error" in rep:

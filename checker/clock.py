@@ -46,6 +46,10 @@ BURST_K = 20                 # calls per burst on the GPU (--clock-burst; the in
 # is caught reliably from about 1 ms (measured at 1.15 ms; at 0.6 ms its shift only equals the
 # floor; on the tuned 0.185 ms matmul only beyond about 16% low). The lower side rejected 3 of 31
 # truly faster candidates in the power test (docs/guarantees.md).
+# Bursts per worker: the shift is a difference of medians over them, so one burst disturbed by
+# something outside both kernels (a host pause: results/session11 call 1, where every rejection
+# of 60 power jobs was one burst of two, 0.06-0.19 ms a call off its twin) does not decide.
+BURSTS = 3
 BURST_TOL_FRAC = 0.025       # half of 5% low's shift
 BURST_TOL_ABS_MS = 0.03      # the honest per-call spread on the H200 was within 0.02 ms
 HOST_BURST_TOL_FRAC = 0.03   # --host-clock (CPU tests): a loaded CPU's scheduling noise
@@ -142,6 +146,12 @@ def burst_shift(cand: list, champ: list, k: int, ab: tuple | None = None) -> dic
         wc, wb = (statistics.median(w / k for w, _ in b) for b in (cand, champ))
         out["shift_ab_ms"] = round((wc - ab[0]) - (wb - ab[1]), 5)
     return out
+
+
+def burst_order(pair: list, n: int) -> list:
+    """The bursts' order for `pair` (candidate, champion), `n` each: ABBA repeated (A B, B A,
+    A B, ...), so a drift of the GPU over the bursts falls on both sides alike. Pure."""
+    return [side for i in range(n) for side in (pair if i % 2 == 0 else pair[::-1])]
 
 
 def burst_verdict(b: dict, tol_frac: float = BURST_TOL_FRAC,

@@ -14,6 +14,7 @@ syncs the device before it replies, so the judge's clock covers all of its work.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -138,6 +139,7 @@ class Worker:
                     **self.watched()}
         except BaseException as e:   # noqa: BLE001 - SystemExit from kernel code included
             return {"error": f"{type(e).__name__}: {str(e)[:500]}", **self.watched()}
+        gc.freeze()   # what exists now (torch, Triton, the kernel) is never scanned again
         return {"ok": True, "identity": checked, **self.watched()}
 
     def _views(self, descs):
@@ -169,7 +171,8 @@ class Worker:
                     self.timed_before = True   # both allocators enter the A/B alike: what the
                     torch.cuda.synchronize()   # correctness calls left cached is let go
                     torch.cuda.empty_cache()
-                out, start, end, host_ms = self.timing.timed_call(torch, self.fn, args, self.flush, self.rec)
+                with self.timing.no_gc():   # a collection's pause is not the kernel's time
+                    out, start, end, host_ms = self.timing.timed_call(torch, self.fn, args, self.flush, self.rec)
             else:
                 with self.rec:
                     out = self.fn(*args)
@@ -200,11 +203,12 @@ class Worker:
             if payload.get("spin") == "once" and flush is not None:
                 flush.spin()   # lets the host get ahead of the GPU once for the whole burst
                 flush = flush.without_spin()
-            for _ in range(int(payload["k"])):
-                out, start, end, _host = self.timing.timed_call(torch, self.fn, args, flush, self.rec)
-                pairs.append((start, end))
-                del out
-            self.sync()
+            with self.timing.no_gc():   # a collection's pause inside a burst idles the GPU
+                for _ in range(int(payload["k"])):
+                    out, start, end, _host = self.timing.timed_call(torch, self.fn, args, flush, self.rec)
+                    pairs.append((start, end))
+                    del out
+                self.sync()
         except BaseException as e:   # noqa: BLE001 - the judge turns it into a rejection
             return {"error": f"{type(e).__name__}: {str(e)[:500]}", **self.watched()}
         return {"ok": True, "ms": [a.elapsed_time(b) for a, b in pairs], **self.watched()}
