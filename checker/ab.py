@@ -174,7 +174,8 @@ class TimedSets:
         b["spin"] = getattr(self.args, "burst_spin", "each")
         b["tol_frac"] = clock.BURST_TOL_FRAC if self.cuda else clock.HOST_BURST_TOL_FRAC
         b["tol_abs_ms"] = clock.BURST_TOL_ABS_MS if self.cuda else 0.0
-        reason = clock.burst_verdict(b, b["tol_frac"], b["tol_abs_ms"])
+        b["tol_low_ms"] = clock.BURST_TOL_LOW_MS if self.cuda else 0.0
+        reason = clock.burst_verdict(b, b["tol_frac"], b["tol_abs_ms"], b["tol_low_ms"])
         if reason:
             raise Reject("timing", reason, False)
 

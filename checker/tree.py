@@ -63,10 +63,29 @@ def is_zombie(pid: int) -> bool:
         return True
 
 
+PF_EXITING = 0x4   # include/linux/sched.h: the task is in do_exit and never runs user code again
+SIGKILL_BIT = 1 << (9 - 1)
+
+
+def is_dying(pid: int) -> bool:
+    """Gone, a zombie, exiting (PF_EXITING), or with SIGKILL pending: it runs no code of its own
+    again. A killed worker's exit can take 0.1 s (its CUDA context); the sweep need not wait."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        if fields[0] in ("Z", "X") or int(fields[6]) & PF_EXITING:
+            return True
+        with open(f"/proc/{pid}/status") as f:
+            pending = [ln.split()[1] for ln in f if ln.startswith(("SigPnd:", "ShdPnd:"))]
+        return any(int(x, 16) & SIGKILL_BIT for x in pending)
+    except (OSError, IndexError, ValueError):
+        return True
+
+
 def strays(known: set[int]) -> list[int]:
     """This judge's children that are not its workers and still run: re-parented orphans
     (a daemon that outlived its parent) or anything else started behind its back."""
-    return [p for p in children(os.getpid()) if p not in known and not is_zombie(p)]
+    return [p for p in children(os.getpid()) if p not in known and not is_dying(p)]
 
 
 def reap(pid: int) -> None:
@@ -91,7 +110,7 @@ def kill_all(workers: set[int], rounds: int = 50, keep=frozenset(), keep_tree=fr
     killed there poisoned the spare: Triton caches a failed `ptxas --version` for the process)."""
     killed: set[int] = set()
     for _ in range(rounds):
-        live = [p for p in descendants() if not is_zombie(p) and p not in _kept(keep, keep_tree)]
+        live = [p for p in descendants() if not is_dying(p) and p not in _kept(keep, keep_tree)]
         if not live:
             break
         for p in live:
@@ -105,7 +124,7 @@ def kill_all(workers: set[int], rounds: int = 50, keep=frozenset(), keep_tree=fr
         for p in children(os.getpid()):
             if p not in workers:
                 reap(p)
-    survivors = [p for p in descendants() if not is_zombie(p) and p not in _kept(keep, keep_tree)]
+    survivors = [p for p in descendants() if not is_dying(p) and p not in _kept(keep, keep_tree)]
     for p in children(os.getpid()):
         if p not in workers and is_zombie(p):
             reap(p)

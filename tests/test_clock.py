@@ -171,16 +171,19 @@ def test_a_burst_reporting_more_time_than_the_judge_saw_is_marked_forged():
 def test_the_burst_rule_rejects_5_percent_low_and_skipped_harness_work_and_passes_host_noise():
     """clock.burst_verdict (SYNTHETIC bursts): on a 1 ms kernel the honest worker whose process
     pays 0.2 ms more per request passes (+1%), a report 5% low is rejected (+5.3%), a worker
-    whose calls skip 0.05 ms of the harness's GPU work is rejected the other way, a forged burst
-    is rejected; the tolerance is the larger of the absolute floor and the fraction."""
+    whose calls skip the settle spin (0.25 ms of the harness's GPU work) is rejected the other
+    way, while a champion's 0.09 ms more (the H200's honest lower extreme) passes; a forged
+    burst is rejected; each side's tolerance is the larger of its floor and the fraction."""
     k, gpu = 20, 0.3
     champ = [_burst(k, 1.0, gpu, 0.5), _burst(k, 1.0, gpu, 0.5)]
     honest = clock.burst_shift([_burst(k, 1.0, gpu, 0.7)] * 2, champ, k)
     low = clock.burst_shift([_burst(k, 1.0, gpu, 0.5, report=0.95)] * 2, champ, k)
-    skips = clock.burst_shift([_burst(k, 1.0, gpu - 0.05, 0.5)] * 2, champ, k)
-    assert clock.burst_verdict(honest) is None
+    skips = clock.burst_shift([_burst(k, 1.0, gpu - 0.25, 0.5)] * 2, champ, k)
+    faster = clock.burst_shift([_burst(k, 0.95, gpu - 0.09, 0.5)] * 2, champ, k)
+    assert clock.burst_verdict(honest) is None and clock.burst_verdict(faster) is None
     assert "reported low" in clock.burst_verdict(low) and "+5.3%" in clock.burst_verdict(low)
     assert "skipped part of the harness" in clock.burst_verdict(skips)
+    assert "skipped part" in clock.burst_verdict(faster, tol_low=0.03)   # the floor before session 11
     wall, ms = _burst(k, 1.0, gpu, 0.5)
     assert "forged" in clock.burst_verdict(clock.burst_shift([(wall, [m * 1.5 for m in ms])], champ, k))
     # a 10 us kernel: 5% is 0.5 us, under the floor (0.03 ms), so the floor decides, not the fraction
@@ -245,7 +248,7 @@ def test_one_disturbed_burst_of_three_does_not_decide_and_the_order_alternates()
     cand = [_burst(k, 0.95, gpu, 0.5)] * 3
     two = clock.burst_shift(cand, champ[:2], k)
     three = clock.burst_shift(cand, champ, k)
-    assert "skipped part of the harness" in clock.burst_verdict(two)   # what two bursts did
+    assert "skipped part of the harness" in clock.burst_verdict(two, tol_low=0.03)   # what two bursts did
     assert clock.burst_verdict(three) is None and abs(three["shift_ms"]) < 1e-9
     assert clock.BURSTS >= 3
     assert clock.burst_order(["c", "b"], 3) == ["c", "b", "b", "c", "c", "b"]

@@ -43,3 +43,30 @@ def test_a_spares_children_outlive_the_job_and_a_kept_champions_do_not():
     assert out["spare_child"] is True              # the spare's compile goes on
     assert out["champion_child"] is False          # a kept champion's child is a stray: killed
     assert len(out["swept"]["killed"]) == 1 and out["swept"]["survivors"] == []
+
+
+def test_a_process_counts_as_ended_once_sigkill_is_sent_and_no_other_signal_does():
+    """tree.is_dying: what lets the end-of-job sweep skip waiting for a killed worker's exit (its
+    CUDA context's teardown, about 0.1 s on the H200). A stopped process with SIGTERM pending is
+    not ending; once SIGKILL is sent it is (pending, exiting or a zombie), before anyone reaps it;
+    a running process is not; a pid that is gone is."""
+    import os
+    import signal
+    import time
+
+    sys.path.insert(0, str(ROOT / "checker"))
+    import tree
+    p = subprocess.Popen(["sleep", "60"])
+    try:
+        assert tree.is_dying(p.pid) is False
+        os.kill(p.pid, signal.SIGSTOP)
+        os.kill(p.pid, signal.SIGTERM)   # pending while it is stopped: not an end
+        time.sleep(0.05)
+        assert tree.is_dying(p.pid) is False
+        os.kill(p.pid, signal.SIGKILL)
+        assert tree.is_dying(p.pid) is True   # not yet reaped
+        assert p.poll() is None or p.returncode == -signal.SIGKILL
+    finally:
+        p.kill()
+        p.wait()
+    assert tree.is_dying(p.pid) is True   # reaped: gone
