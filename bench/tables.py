@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.judge_tables import (AA_HEADER, LLM_HEADER, SPEED_HEADER, SPEED_S7, SPEED_S9,  # noqa: E402
+from bench.judge_tables import (AA_HEADER, LLM_HEADER, SPEED_HEADER, SPEED_S7, SPEED_S9, SPEED_S10,  # noqa: E402
                                 aa_jobs_rows, aa_section, bias_section, burst_section, cost_section,
                                 even_section, fidelity_section, llm_rows, llm_section, older_aa_jobs,
                                 power_section, speed_rows, speed_section)
@@ -96,6 +96,10 @@ def history_sections() -> list[str]:
                        "The judge's default before ef29da1e: the champion's arena sized for the timed sets "
                        "only, its timed outputs not read. Softmax's champion was slower job after job.",
                        md_table(AA_HEADER, aa_jobs_rows(older, ""))))
+    out.append(section("Verdict speed, session 10: a killed worker's exit waited for", SPEED_S10,
+                       "Before the end of a job stopped waiting for the rejected candidate's worker to exit "
+                       "(0.115 s a job), and before three bursts (results/session10/README.md).",
+                       md_table(SPEED_HEADER, speed_rows(SPEED_S10))))
     out.append(section("Verdict speed, session 9: two spares, every A/B to its last rep", SPEED_S9,
                        "Before three spares, early rejection, the burst rule and the reference reuse "
                        "(results/session9/README.md).",

@@ -308,7 +308,7 @@ def _ab_options(p) -> None:
                    help="run every timed rep even for a candidate clearly slower than the champion "
                         "(timing.clearly_slower ends such an A/B after its first reps by default)")
     p.add_argument("--clock-burst", type=int, default=None, metavar="K",
-                   help="after the A/B, time two bursts of K calls per worker whole on the judge's "
+                   help=f"after the A/B, time {clock.BURSTS} bursts of K calls per worker whole on the judge's "
                         "clock and reject a per-call overhead shift beyond the tolerance "
                         "(clock.burst_verdict; clock_burst in the result); default "
                         f"{clock.BURST_K} on the GPU, none in the interpreter; 0: none")
@@ -317,8 +317,8 @@ def _ab_options(p) -> None:
                         "spread), not only when the candidate came out faster by median")
     p.add_argument("--burst-spin", choices=["each", "once"], default="each",
                    help="the settle spin in a burst: after each call's flush (as in the A/B; the "
-                        "default, measured on the H200) or once before the first (not measured yet: "
-                        "the spin's time follows the SM clock, docs/guarantees.md)")
+                        "default) or once before the first (measured on the H200 beside it: no clear "
+                        "gain, a wider honest spread on softmax; docs/guarantees.md)")
     p.add_argument("--even", default="arena,reads", metavar="WHAT",
                    help="what is made alike between the two sides, a comma list of: arena (the "
                         "champion's arena as large as the candidate's), reads (the judge reads the "

@@ -159,11 +159,11 @@ class Flusher:
 
 @contextlib.contextmanager
 def no_gc():
-    """Python's cyclic garbage collector off for a timed region, as timeit does. On the H200 a
-    kept worker's full collection, about every tenth job, paused the host for a few ms inside a
-    burst of timed calls: the GPU idled, and the judge's clock saw that worker's per-call overhead
-    jump by 0.06-0.11 ms in one burst (results/session11 call 1: every rejection of the power test
-    at n=60)."""
+    """Python's cyclic garbage collector off for a timed region, as timeit does: a collection's
+    pause inside a burst of timed calls idles the GPU, and the judge's clock takes it for that
+    worker's overhead. On the H200 one burst of two jumped by 0.03-0.11 ms a call in every burst
+    rejection of the power test, five of six at a kept worker's tenth job (results/session11
+    call 1; read as its full collection)."""
     was = gc.isenabled()
     gc.disable()
     try:

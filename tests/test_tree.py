@@ -48,16 +48,19 @@ def test_a_spares_children_outlive_the_job_and_a_kept_champions_do_not():
 def test_a_process_counts_as_ended_once_sigkill_is_sent_and_no_other_signal_does():
     """tree.is_dying: what lets the end-of-job sweep skip waiting for a killed worker's exit (its
     CUDA context's teardown, about 0.1 s on the H200). A stopped process with SIGTERM pending is
-    not ending; once SIGKILL is sent it is (pending, exiting or a zombie), before anyone reaps it;
-    a running process is not; a pid that is gone is."""
+    not ending (it has a handler: an unhandled fatal signal becomes a group kill at once); once
+    SIGKILL is sent it is (pending, exiting or a zombie), before anyone reaps it; a running
+    process is not; a pid that is gone is."""
     import os
     import signal
     import time
 
     sys.path.insert(0, str(ROOT / "checker"))
     import tree
-    p = subprocess.Popen(["sleep", "60"])
+    code = "import signal,time; signal.signal(signal.SIGTERM, lambda *a: None); print(1, flush=True); time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
+        assert p.stdout.readline().strip() == "1"   # its handler is in place
         assert tree.is_dying(p.pid) is False
         os.kill(p.pid, signal.SIGSTOP)
         os.kill(p.pid, signal.SIGTERM)   # pending while it is stopped: not an end
