@@ -109,10 +109,18 @@ def kill_all(workers: set[int], rounds: int = 50, keep=frozenset(), keep_tree=fr
     Triton's tools compiling the judge's own warm-up kernels (checker/compilewarm.py; a ptxas
     killed there poisoned the spare: Triton caches a failed `ptxas --version` for the process)."""
     killed: set[int] = set()
+    clean = 0
     for _ in range(rounds):
         live = [p for p in descendants() if not is_dying(p) and p not in _kept(keep, keep_tree)]
         if not live:
-            break
+            # Two clean scans in a row: a killed worker is not waited for (is_dying), and when it
+            # exits its children move to this judge at once; a scan that read this judge's
+            # children before the move and the worker's after it missed them, the next one not.
+            clean += 1
+            if clean == 2:
+                break
+            continue
+        clean = 0
         for p in live:
             try:
                 os.kill(p, signal.SIGKILL)
