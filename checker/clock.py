@@ -48,7 +48,7 @@ BURST_K = 20                 # calls per burst on the GPU (--clock-burst; the in
 # truly faster candidates in the power test (docs/guarantees.md).
 # Bursts per worker: the shift is a difference of medians over them, so one burst disturbed by
 # something outside both kernels (a host pause: results/session11 call 1, where every rejection
-# of 60 power jobs was one burst of two, 0.06-0.19 ms a call off its twin) does not decide.
+# of 60 power jobs was one burst of two, 0.03-0.18 ms a call off its twin) does not decide.
 BURSTS = 3
 BURST_TOL_FRAC = 0.025       # half of 5% low's shift
 BURST_TOL_ABS_MS = 0.03      # the honest per-call spread on the H200 was within 0.02 ms
