@@ -168,10 +168,12 @@ def test_a_daemon_that_outlives_its_parent_is_caught_and_killed(tmp_path):
 
 def test_a_worker_reporting_its_time_5_percent_low_is_caught_by_the_judges_clock(tmp_path):
     job = Job(tmp_path)
-    job.start(["--host-clock", "--reps", "30", "--warmup", "2"])
+    job.start(["--host-clock", "--reps", "30", "--warmup", "2",
+               "--no-early-reject"])   # a loaded CPU's host clock can end the A/B before 13 pairs
     job.stage(FIVE_PERCENT_LOW + BASE)
     res = job.finish()
-    assert res["ok"] is False and res["stage"] == "timing", res["error"]
+    assert res["ok"] is False and res["stage"] == "timing", (res["error"], res.get("ended_early"),
+                                                              res.get("wall_probe_ms"))
     assert "its time was reported low" in res["error"], res["error"]
 
 
