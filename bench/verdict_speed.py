@@ -251,7 +251,7 @@ def llm_mode(a) -> list[dict]:
 
 
 BURST_KEYS = ("shift_ms", "report_ms", "champion_report_ms", "frac", "shift_ab_ms", "spin",
-              "candidate_overhead_ms", "champion_overhead_ms", "tol_abs_ms", "tol_frac")
+              "candidate_overhead_ms", "champion_overhead_ms", "tol_abs_ms", "tol_low_ms", "tol_frac")
 
 
 def aa_mode(a) -> list[dict]:

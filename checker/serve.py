@@ -226,6 +226,7 @@ class Server:
     # -- the loop
 
     def run_sight(self) -> None:
+        self.pool.settle_dead()   # the look times peers: no killed worker still tearing down
         req = self.sights.pop(0)
         res = self.sight(req)
         self.last_busy = time.monotonic()
