@@ -7,6 +7,7 @@ Plans (each trial a fresh process with an empty Triton cache; plans interleaved 
   threads    today's prewarm: one thread per shape (timing.prewarm)
   distinct   one thread per distinct specialization first (timing.spec_waves), then the rest
   seq        the shapes one after another
+  trace      as threads, with each thread's Triton compile, ptxas and C-compiler runs timed
 and each with `+utils`: Triton's driver module (cuda_utils, built by a C compiler on its first use
 in a cache) built before the CUDA context, as a spare could while it waits. The child says
 whether that build opened a CUDA context (it must not: a spare touches the device only on `go`).
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402
 
-PLANS = ["threads", "distinct", "seq", "threads+utils", "distinct+utils", "seq+utils"]
+PLANS = ["threads", "distinct", "seq", "threads+utils", "distinct+utils", "seq+utils", "trace+utils"]
 CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 SHAPES = [(4096, 4096, 4096), (1000, 1000, 1000), (4095, 3001, 1999), (17, 4096, 4096)]
 
@@ -54,11 +55,25 @@ torch.empty(1, device="cuda"); torch.cuda.synchronize()
 out["context_s"] = round(time.perf_counter() - t, 3)
 spec = importlib.util.spec_from_file_location("cand", cand)
 m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+events, T = [], time.perf_counter()
+def timed(kind, f):
+    import threading
+    def g(*a, **k):
+        s = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            tool = os.path.basename(str((a[0] if a else k.get("args"))[0])) if kind == "proc" else kind
+            events.append((threading.current_thread().name, tool, round(s - T, 3), round(time.perf_counter() - T, 3)))
+    return g
+if plan.startswith("trace"):
+    subprocess.run, subprocess.check_call = timed("proc", subprocess.run), timed("proc", subprocess.check_call)
+    m._matmul_kernel.compile = timed("compile", m._matmul_kernel.compile)
 args = [[torch.randn(M, K, device="cuda", dtype=torch.bfloat16),
          torch.randn(K, N, device="cuda", dtype=torch.bfloat16)] for M, N, K in shapes]
 torch.cuda.synchronize()
 t = time.perf_counter()
-if plan.startswith("threads"):
+if plan.startswith(("threads", "trace")):
     out["prewarm"] = timing.prewarm(m.matmul, args)
 elif plan.startswith("distinct"):
     out["prewarm"] = timing.prewarm(m.matmul, args, waves=True)
@@ -67,6 +82,8 @@ else:
         m.matmul(*a)
 torch.cuda.synchronize()
 out["prewarm_s"] = round(time.perf_counter() - t, 3)
+out["events"] = sorted(events, key=lambda e: e[2])
+out["prewarm_start"] = round(t - T, 3)
 t = time.perf_counter()
 for a in args:
     m.matmul(*a)
