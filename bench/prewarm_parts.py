@@ -68,7 +68,12 @@ def timed(kind, f):
     return g
 if plan.startswith("trace"):
     subprocess.run, subprocess.check_call = timed("proc", subprocess.run), timed("proc", subprocess.check_call)
-    m._matmul_kernel.compile = timed("compile", m._matmul_kernel.compile)
+    if hasattr(m._matmul_kernel, "compile"):   # Triton 3.8; 3.6 imports triton.compiler's at the call
+        m._matmul_kernel.compile = timed("compile", m._matmul_kernel.compile)
+    import triton.compiler, triton.compiler.compiler, triton.runtime.jit
+    for mod in (triton.compiler, triton.compiler.compiler, triton.runtime.jit):
+        if hasattr(mod, "compile"):
+            setattr(mod, "compile", timed("compile", getattr(mod, "compile")))
 args = [[torch.randn(M, K, device="cuda", dtype=torch.bfloat16),
          torch.randn(K, N, device="cuda", dtype=torch.bfloat16)] for M, N, K in shapes]
 torch.cuda.synchronize()
