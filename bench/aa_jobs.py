@@ -57,7 +57,13 @@ def one_job(backend, spec, copy: Path, champ: Path, work: Path, min_gain: float,
             "judge_wall_s": res.get("wall_s"),
             "verdict_s": phase.get("sight", phase.get("end")),
             "second_look": "sight" in phase, "error": res.get("error"),
+            "prewarm_s": _span(phase, "prewarm", "correctness"), "prewarm": res.get("prewarm"),
             "clock": _clock(res.get("wall_probe_ms")), "clock_burst": res.get("clock_burst")}
+
+
+def _span(phase: dict, a: str, b: str) -> float | None:
+    """Seconds from phase `a`'s start to phase `b`'s (pure): None if either is missing."""
+    return round(phase[b] - phase[a], 3) if a in phase and b in phase else None
 
 
 def _clock(probe: dict | None) -> dict | None:
@@ -83,6 +89,7 @@ def summarize(jobs: list[dict]) -> dict:
             "gain_min": min(gains) if gains else None, "gain_max": max(gains) if gains else None,
             "job_wall_s_median": med(walls), "job_wall_s_max": max(walls) if walls else None,
             "verdict_s_median": med(verdicts),
+            "prewarm_s_median": med([j["prewarm_s"] for j in jobs if j.get("prewarm_s") is not None]),
             "second_looks": sum(j["second_look"] for j in jobs),
             "clock_rejections": sum("overhead" in (j.get("reason") or "") for j in jobs),
             "clock_shift_ms": _spread([(j.get("clock") or {}).get("overhead_shift") for j in jobs]),

@@ -146,8 +146,8 @@ class Worker:
         return [self.channel.view(self.torch, self.base, d) for d in descs]
 
     def op_prewarm(self, payload):
-        copies = [[x.clone() for x in self._views(descs)] for descs in payload]
-        r = self.timing.prewarm(self.fn, copies)
+        copies = [[x.clone() for x in self._views(descs)] for descs in payload["cases"]]
+        r = self.timing.prewarm(self.fn, copies, waves=bool(payload.get("waves")))
         self.sync()
         return {"ok": True, "prewarm": r, **self.watched()}
 
