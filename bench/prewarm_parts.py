@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""Where a warm candidate's prewarm goes on the GPU: a matmul tuner candidate's first calls on
-the spec's four shapes, in a fresh process set up as a warmed spare is (torch imported, Triton's
-compiler warmed by checker/compilewarm.py, a CUDA context), under several prewarm plans.
+"""Where a warm candidate's prewarm goes on the GPU, and what the worker's OS layers add to it: a
+matmul tuner candidate's first calls on the spec's four shapes, in a fresh process set up in the
+worker's order (worker.py: torch, Triton's compiler warmed by checker/compilewarm.py, the CUDA
+context, Triton's driver helper, then the late layers of lockdown.py, then the load and prewarm).
 
-Plans (each trial a fresh process with an empty Triton cache; plans interleaved trial by trial):
-  threads    today's prewarm: one thread per shape (timing.prewarm)
-  distinct   one thread per distinct specialization first (timing.spec_waves), then the rest
-  seq        the shapes one after another
-  trace      as threads, with each thread's Triton compile, ptxas and C-compiler runs timed
-and each with `+utils`: Triton's driver module (cuda_utils, built by a C compiler on its first use
-in a cache) built before the CUDA context, as a spare could while it waits. The child says
-whether that build opened a CUDA context (it must not: a spare touches the device only on `go`).
+A plan is `base@layers` (each trial a fresh process with an empty Triton cache in a worker-style
+folder; plans interleaved trial by trial):
+  base    threads (today's prewarm: one thread per shape), waves (one thread per distinct
+          specialization first: timing.spec_waves), seq (the shapes one after another), or trace
+          (threads, each thread's Triton compile and subprocess runs timed: ptxas, the C compiler)
+  layers  none, all, or a comma list of landlock, uid, seccomp, no_bytecode, applied as
+          worker.lock_late does (uid only as root: a worker's own id, its folder chowned)
 
   python bench/prewarm_parts.py --trials 4 --out $OUT/prewarm_parts.json
 """
@@ -29,35 +29,42 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402
 
-PLANS = ["threads", "distinct", "seq", "threads+utils", "distinct+utils", "seq+utils", "trace+utils"]
+PLANS = ["threads@none", "threads@all", "threads@landlock", "threads@uid", "threads@seccomp",
+         "threads@no_bytecode", "waves@all", "trace@none", "trace@all"]
 CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 SHAPES = [(4096, 4096, 4096), (1000, 1000, 1000), (4095, 3001, 1999), (17, 4096, 4096)]
+LATE = ("landlock", "uid", "seccomp", "no_bytecode")
 
 CHILD = r"""
-import importlib.util, json, os, subprocess, sys, time
-root, plan, cand = sys.argv[1], sys.argv[2], sys.argv[3]
-shapes = json.loads(sys.argv[4])
+import importlib.util, json, os, subprocess, sys, threading, time
+root, plan, cand, scratch, uid = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+base, layers = plan.split("@")
+shapes = json.loads(sys.argv[6])
 t0 = time.perf_counter()
 import torch
 sys.path.insert(0, root + "/checker")
-import compilewarm, timing
-out = {"plan": plan, "import_s": round(time.perf_counter() - t0, 3)}
-out["warm"] = compilewarm.warm(90)
-if plan.endswith("+utils"):
-    t = time.perf_counter()
-    out["utils"] = compilewarm.driver_module()
-    out["utils_s"] = round(time.perf_counter() - t, 3)
-    q = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                       capture_output=True, text=True).stdout.split()
-    out["context_before_go"] = str(os.getpid()) in q
+import compilewarm, lockdown, timing, worker
+out = {"plan": plan, "import_s": round(time.perf_counter() - t0, 3), "warm": compilewarm.warm(90)}
 t = time.perf_counter()
-torch.empty(1, device="cuda"); torch.cuda.synchronize()
+torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 out["context_s"] = round(time.perf_counter() - t, 3)
+c = {}
+worker.triton_driver(c)   # as a worker at `go`: the driver helper built before any lock
+t = time.perf_counter()
+on = set(lockdown.LAYERS) if layers == "all" else set() if layers == "none" else set(layers.split(","))
+if "landlock" in on:
+    c["landlock"] = lockdown.landlock(scratch, True, jobs=os.path.dirname(scratch))
+if "uid" in on:
+    c["uid"] = lockdown.change_uid(uid)
+if "seccomp" in on:
+    c["seccomp"] = lockdown.seccomp_filter()
+if "no_bytecode" in on:
+    c["no_bytecode"] = lockdown.no_bytecode(scratch)
+out["layers"], out["lock_s"] = c, round(time.perf_counter() - t, 3)
 spec = importlib.util.spec_from_file_location("cand", cand)
 m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 events, T = [], time.perf_counter()
 def timed(kind, f):
-    import threading
     def g(*a, **k):
         s = time.perf_counter()
         try:
@@ -66,10 +73,8 @@ def timed(kind, f):
             tool = os.path.basename(str((a[0] if a else k.get("args"))[0])) if kind == "proc" else kind
             events.append((threading.current_thread().name, tool, round(s - T, 3), round(time.perf_counter() - T, 3)))
     return g
-if plan.startswith("trace"):
+if base == "trace":
     subprocess.run, subprocess.check_call = timed("proc", subprocess.run), timed("proc", subprocess.check_call)
-    if hasattr(m._matmul_kernel, "compile"):   # Triton 3.8; 3.6 imports triton.compiler's at the call
-        m._matmul_kernel.compile = timed("compile", m._matmul_kernel.compile)
     import triton.compiler, triton.compiler.compiler, triton.runtime.jit
     for mod in (triton.compiler, triton.compiler.compiler, triton.runtime.jit):
         if hasattr(mod, "compile"):
@@ -77,18 +82,17 @@ if plan.startswith("trace"):
 args = [[torch.randn(M, K, device="cuda", dtype=torch.bfloat16),
          torch.randn(K, N, device="cuda", dtype=torch.bfloat16)] for M, N, K in shapes]
 torch.cuda.synchronize()
+mods = set(sys.modules)
 t = time.perf_counter()
-if plan.startswith(("threads", "trace")):
-    out["prewarm"] = timing.prewarm(m.matmul, args)
-elif plan.startswith("distinct"):
-    out["prewarm"] = timing.prewarm(m.matmul, args, waves=True)
+if base in ("threads", "trace", "waves"):
+    out["prewarm"] = timing.prewarm(m.matmul, args, waves=base == "waves")
 else:
     for a in args:
         m.matmul(*a)
 torch.cuda.synchronize()
 out["prewarm_s"] = round(time.perf_counter() - t, 3)
+out["imported_in_prewarm"] = sorted(set(sys.modules) - mods)
 out["events"] = sorted(events, key=lambda e: e[2])
-out["prewarm_start"] = round(t - T, 3)
 t = time.perf_counter()
 for a in args:
     m.matmul(*a)
@@ -107,26 +111,44 @@ def candidate(folder: str) -> str:
     code = replace_config((ROOT / "specs" / "matmul_naive.py").read_text(), CONFIG)
     path = os.path.join(folder, "cand.py")
     Path(path).write_text(code)
+    os.chmod(folder, 0o755)   # readable by a worker under its own id, as a staged job is
+    os.chmod(path, 0o644)
     return path
 
 
+def plan_ok(plan: str) -> str:
+    """argparse type: `base@layers` with a known base and known layers."""
+    base, _, layers = plan.partition("@")
+    words = set() if layers in ("none", "all") else set(layers.split(","))
+    if base not in ("threads", "waves", "seq", "trace") or not layers or words - set(LATE):
+        raise argparse.ArgumentTypeError(f"bad plan {plan!r}: base@layers (see the docstring)")
+    return plan
+
+
 def trial(plan: str, cand: str) -> dict:
-    with tempfile.TemporaryDirectory(prefix="kernloop-prewarm-") as cache:
-        env = {**os.environ, "TRITON_CACHE_DIR": cache}
-        p = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), plan, cand, json.dumps(SHAPES)],
-                           capture_output=True, text=True, env=env, timeout=300)
+    """One fresh process in a worker-style folder (tmp/ and triton/ in it; chowned to its own id
+    when `uid` is in the plan and this is root), removed after."""
+    with tempfile.TemporaryDirectory(prefix="kernloop-job-") as job:
+        sys.path.insert(0, str(ROOT / "checker"))
+        import scratch as sc
+        uid = 0x40000000 + os.getpid() % 0x10000 if os.geteuid() == 0 and \
+            ("uid" in plan or plan.endswith("@all")) else -1
+        folder = sc.make_worker(job, "candidate", uid)
+        env = {**os.environ, **sc.worker_env({}, folder, True)}
+        p = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), plan, cand, folder, str(uid),
+                            json.dumps(SHAPES)], capture_output=True, text=True, env=env, timeout=300,
+                           cwd=folder)
     if p.returncode != 0:
         return {"plan": plan, "error": p.stderr[-2000:]}
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def summary(rows: list) -> list:
+def summary(rows: list, plans: list) -> list:
     out = []
-    for plan in PLANS:
+    for plan in plans:
         rs = [r for r in rows if r.get("plan") == plan and "error" not in r]
         med = lambda k: round(statistics.median(r[k] for r in rs), 3) if rs else None  # noqa: E731
-        out.append({"plan": plan, "n": len(rs), "prewarm_s": med("prewarm_s"),
-                    "utils_s": med("utils_s") if plan.endswith("+utils") else None,
+        out.append({"plan": plan, "n": len(rs), "prewarm_s": med("prewarm_s"), "lock_s": med("lock_s"),
                     "context_s": med("context_s"), "second_s": med("second_s")})
     return out
 
@@ -134,7 +156,7 @@ def summary(rows: list) -> list:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=4)
-    ap.add_argument("--plans", nargs="+", default=PLANS, choices=PLANS)
+    ap.add_argument("--plans", nargs="+", default=PLANS, type=plan_ok)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     rows = []
@@ -144,11 +166,11 @@ def main(argv=None) -> int:
             for plan in a.plans:
                 rows.append({"trial": i, **trial(plan, cand)})
                 print(json.dumps(rows[-1])[:300], flush=True)
-    table = summary(rows)
+    table = summary(rows, a.plans)
     record.write(a.out, {"config": CONFIG, "shapes": SHAPES, "rows": rows, "summary": table})
-    print(f"{'plan':16} {'n':>2} {'prewarm_s':>9} {'utils_s':>7} {'context_s':>9} {'second_s':>8}")
+    print(f"{'plan':22} {'n':>2} {'prewarm_s':>9} {'lock_s':>6} {'context_s':>9} {'second_s':>8}")
     for s in table:
-        print(f"{s['plan']:16} {s['n']:>2} {s['prewarm_s']!s:>9} {s['utils_s']!s:>7} "
+        print(f"{s['plan']:22} {s['n']:>2} {s['prewarm_s']!s:>9} {s['lock_s']!s:>6} "
               f"{s['context_s']!s:>9} {s['second_s']!s:>8}")
     return 0
 

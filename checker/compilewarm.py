@@ -71,17 +71,3 @@ def _forget_tools() -> None:
         knobs.NvidiaTool.from_path.cache_clear()
     except Exception:   # noqa: BLE001 - an older Triton without the cache: nothing to forget
         pass
-
-
-def driver_module() -> dict:
-    """Build and load Triton's CUDA driver module (cuda_utils: C source that Triton compiles with
-    the host's C compiler on first use in a cache, then every launch goes through it). Loading it
-    opens no CUDA context (CudaUtils alone: Triton's driver selection is not run). Returns
-    {"seconds": wall} or {"failed": why, "seconds": wall}: never raises."""
-    t0 = time.monotonic()
-    try:
-        from triton.backends.nvidia.driver import CudaUtils
-        CudaUtils()
-    except Exception as e:   # noqa: BLE001 - reported in the spare's held reply
-        return {"failed": f"{type(e).__name__}: {str(e)[:300]}", "seconds": round(time.monotonic() - t0, 3)}
-    return {"seconds": round(time.monotonic() - t0, 3)}
