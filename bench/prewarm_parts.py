@@ -133,6 +133,7 @@ def trial(plan: str, cand: str) -> dict:
         import scratch as sc
         uid = 0x40000000 + os.getpid() % 0x10000 if os.geteuid() == 0 and \
             ("uid" in plan or plan.endswith("@all")) else -1
+        os.chmod(job, 0o711)   # as a judge's job folder: passable by a worker under its own id
         folder = sc.make_worker(job, "candidate", uid)
         env = {**os.environ, **sc.worker_env({}, folder, True)}
         p = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), plan, cand, folder, str(uid),
