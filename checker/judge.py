@@ -146,7 +146,7 @@ def run(args, spec: dict, result: dict, sides: dict, pool) -> None:
     # Correctness on every shape, several fresh draws each.
     result["stage"] = "correctness"
     if not interpret and args.prewarm:   # the interpreter is not thread-safe and compiles nothing
-        _prewarm(result, cand, job["cases"], args.prewarm_plan)
+        _prewarm(result, cand, job["cases"])
     _phase(result, "correctness")
     allowed = V.ALLOWED_ATEN | (V.INTERPRETER_ATEN if interpret else set())
     check_ops = (lambda *a: None) if args.candidate_torch else V.check_ops   # torch sides use torch
@@ -244,15 +244,14 @@ def _load(args, spec: dict, result: dict, sides: dict, job: dict) -> None:
     result["identity"] = {"candidate": cand.identity}
 
 
-def _prewarm(result: dict, cand, cases: list, plan: str) -> None:
-    """Every shape's first call at once (Triton compiles them in threads); `waves`: one shape per
-    specialization first, then the rest (timing.prewarm)."""
+def _prewarm(result: dict, cand, cases: list) -> None:
+    """Every shape's first call at once (Triton compiles them in threads)."""
     _phase(result, "prewarm")
     firsts = {}
     for c in cases:
         firsts.setdefault(c["label"], c["descs"])
-    r = cand.expect_ok(cand.w.call("prewarm", {"cases": list(firsts.values()),
-                                                        "waves": plan == "waves"}), "correctness", "prewarm failed")
+    r = cand.expect_ok(cand.w.call("prewarm", list(firsts.values())), "correctness", "prewarm failed")
+    cand.launchers = r.get("launchers")   # its launchers' signatures: a warm pool's hint for spares
     result["prewarm"] = r.get("prewarm")
     if (result["prewarm"] or {}).get("stuck"):
         raise Reject("correctness", "candidate did not return within the prewarm time limit")
@@ -364,9 +363,6 @@ def parse_args(argv=None):
                    default=os.environ.get("KERNLOOP_PREWARM", "1") != "0",
                    help="compile shape by shape instead of all at once (default from "
                         "KERNLOOP_PREWARM; 0 turns the prewarm off)")
-    p.add_argument("--prewarm-plan", choices=["threads", "waves"], default="threads",
-                   help="threads: every shape's first call at once; waves: one shape per Triton "
-                        "specialization first, then the rest (bench/prewarm_parts.py)")
     p.add_argument("--profile", action="store_true", help="print a cProfile summary to stderr")
     p.add_argument("--backend", default="local", help="label written into the result line")
     p.add_argument("--synthetic", action="store_true", help="label the result synthetic")

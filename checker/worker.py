@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sys
 import time
@@ -48,6 +49,9 @@ def _args(argv=None):
     p.add_argument("--warm-cc", type=int, default=0,
                    help="with --hold: compile a kernel of the judge's own for `cuda` at this compute "
                         "capability before saying `held` (compilewarm.py; CPU only)")
+    p.add_argument("--launchers", default="",
+                   help="with --warm-cc: JSON list of kernel signatures whose Triton launchers to "
+                        "build ahead (compilewarm.build_launchers: recent jobs' signatures)")
     return p.parse_args(argv)
 
 
@@ -59,6 +63,7 @@ class Worker:
         self.torch, self.channel, self.timing = torch, channel, timing
         self.device, self.args, self.containment = device, args, containment
         self.base = self.fn = self.guards = self.module = None
+        self.launchers: list = []   # compilewarm.record_launchers (on the GPU, from `go`)
         self.audit = contain.AuditGuard()
         sys.addaudithook(self.audit)   # cannot be removed; armed just before the kernel import
         containment["audit_hook"] = "armed before the kernel import: sockets, shells, forks, " \
@@ -146,10 +151,12 @@ class Worker:
         return [self.channel.view(self.torch, self.base, d) for d in descs]
 
     def op_prewarm(self, payload):
-        copies = [[x.clone() for x in self._views(descs)] for descs in payload["cases"]]
-        r = self.timing.prewarm(self.fn, copies, waves=bool(payload.get("waves")))
+        copies = [[x.clone() for x in self._views(descs)] for descs in payload]
+        r = self.timing.prewarm(self.fn, copies)
         self.sync()
-        return {"ok": True, "prewarm": r, **self.watched()}
+        # the signatures of the launchers Triton built (a hint for later spares: untrusted there)
+        return {"ok": True, "prewarm": r, "launchers": self.launchers[:compilewarm.MAX_LAUNCHERS],
+                **self.watched()}
 
     def op_profile(self, payload):
         """checker/kernelprofile.py on this worker's kernel (after the verdict; informational)."""
@@ -294,7 +301,8 @@ def _preimport(interpret: bool) -> None:
     with no bytecode from the lock on they are not compiled from source in every worker."""
     import importlib
     names = ["triton", "triton.language"] + (["triton.runtime.interpreter"] if interpret else
-                                             ["triton.compiler.compiler", "triton.runtime.build"])
+                                             ["triton.compiler.compiler", "triton.runtime.build",
+                                              "triton.tools.tensor_descriptor"])
     for n in names:
         try:
             importlib.import_module(n)
@@ -321,6 +329,8 @@ def _hold(conn, channel, containment: dict, args) -> None:
     running candidates: nothing of the same user may trace it meanwhile."""
     containment["undumpable_while_held"] = contain.make_judge_undumpable()
     warm = compilewarm.warm(args.warm_cc) if args.warm_cc and not args.interpret else None
+    if warm is not None and args.launchers:
+        warm["launchers"] = compilewarm.build_launchers(json.loads(args.launchers))
     channel.send_reply(conn, {"held": True, "pid": os.getpid(), "compile_warm": warm,
                               "import_s": round(time.monotonic() - T0, 3)})
     try:
@@ -345,6 +355,7 @@ def main(argv=None) -> int:
     _preimport(args.interpret)   # before no_bytecode: their bytecode is read from site-packages
     if args.hold:   # started ahead by a warm judge: the device is touched only after its `go`
         _hold(conn, channel, containment, args)
+    launchers: list = []
     if args.interpret:
         device = torch.device("cpu")
         name = "CPU, Triton interpreter"
@@ -352,12 +363,14 @@ def main(argv=None) -> int:
         device = torch.device("cuda", torch.cuda.current_device())
         torch.zeros(1, device=device)   # the CUDA context, now rather than at the first call
         triton_driver(containment)
+        launchers = compilewarm.record_launchers()   # before the kernel: its launchers' signatures
         name = torch.cuda.get_device_name(device)
     # One intra-op thread: a worker computes nothing on the CPU itself, and torch's pool would
     # otherwise start its threads lazily inside the kernel's first call (counted as the kernel's).
     torch.set_num_threads(1)
     torch.full((4096,), 1.0, device=device).sum()
     w = Worker(torch, channel, timing, device, args, containment)
+    w.launchers = launchers
     channel.send_reply(conn, {"ready": True, "role": args.role, "pid": os.getpid(), "device": name,
                               "startup_s": round(time.monotonic() - T0, 3),
                               "containment": containment,

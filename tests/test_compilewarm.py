@@ -60,3 +60,48 @@ def test_a_failed_warm_up_forgets_triton_s_cached_tool_probes():
     assert knobs.NvidiaTool.from_path.cache_info().currsize >= 1
     assert compilewarm.warm("sm_90")["failed"]
     assert knobs.NvidiaTool.from_path.cache_info().currsize == 0
+
+
+MATMUL_SIG = ["*bf16", "*bf16", "*bf16", "i32", "i32", "i32", "i32", "constexpr", "i32", "constexpr",
+              "i32", "constexpr", "constexpr", "constexpr", "constexpr", "constexpr"]
+
+
+def test_launcher_hints_pass_only_lists_of_triton_type_names():
+    """A worker's report of its launchers' signatures is untrusted data: only lists of known type
+    names pass (no C, no paths, no tuples), distinct, in order, at most MAX_LAUNCHERS."""
+    bad = [["*bf16", "i32); system(\"x\"); (int"], ["*bf16", ["i32"]], ["../../etc"], [],
+           ["i32"] * (compilewarm.MAX_ARGS + 1), "i32", {"a": "i32"}, [3]]
+    assert compilewarm.launcher_hints(bad) == []
+    assert compilewarm.launcher_hints("not a list") == []
+    got = compilewarm.launcher_hints([MATMUL_SIG, ["*fp32", "*kfp16", "u64", "fp8e4nv"], MATMUL_SIG])
+    assert got == [MATMUL_SIG, ["*fp32", "*kfp16", "u64", "fp8e4nv"]]
+    many = [["i32"] * n for n in range(1, 10)]
+    assert compilewarm.launcher_hints(many) == many[:compilewarm.MAX_LAUNCHERS]
+    # the pool's update (pool.WarmPool.finish): the newest job's signatures first, the oldest drop
+    assert compilewarm.launcher_hints([["u8"]] + many[:4]) == [["u8"]] + many[:3]
+
+
+def test_a_spare_given_signatures_builds_their_launchers_or_says_why_not(tmp_path):
+    """A held spare with --launchers builds each valid signature's launcher into its own Triton
+    cache (Triton 3.6: a C compile each) or says this Triton builds none per signature (3.8);
+    never fails its warm-up over it, and ignores what is not a signature."""
+    import json
+    sigs = [MATMUL_SIG, ["*bf16", "i32); abort(); (int"]]
+    r, cache = _held(tmp_path, "--warm-cc", "90", "--launchers", json.dumps(sigs))
+    assert r.get("held") is True, r
+    warm = r["compile_warm"]
+    assert "failed" not in warm, warm
+    got = warm["launchers"]
+    assert "failed" not in got, got
+    from triton.backends.nvidia import driver
+    if hasattr(driver, "make_launcher"):
+        assert got["built"] == 1, got
+        assert len(list(cache.rglob("__triton_launcher*.so"))) == 1
+    else:
+        assert got["built"] == 0 and "no launcher per signature" in got["skipped"], got
+        assert not list(cache.rglob("__triton_launcher*"))
+
+
+def test_build_launchers_never_raises():
+    for junk in (None, "x", [["no such type"]], [[{"a": 1}]]):
+        assert compilewarm.build_launchers(junk) == {"built": 0, "seconds": 0.0}
