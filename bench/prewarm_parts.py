@@ -6,11 +6,11 @@ context, Triton's driver helper, then the late layers of lockdown.py, then the l
 
 A plan is `base@layers` (each trial a fresh process with an empty Triton cache in a worker-style
 folder; plans interleaved trial by trial):
-  base    threads (today's prewarm: one thread per shape), waves (one thread per distinct
-          specialization first: timing.spec_waves), seq (the shapes one after another), trace
+  base    threads (the judge's prewarm: one thread per shape), seq (the shapes one after
+          another), trace
           (threads, each thread's Triton compile and subprocess runs timed: ptxas, the C compiler),
-          or prebuilt (threads, after building the launchers a worker of an earlier trial reported
-          ahead, as a spare given them does: compilewarm.build_launchers)
+          or prebuilt (threads, after building ahead, as a spare could, the launchers the first
+          trial's process reported: bench/launchers.py)
   layers  none, all, or a comma list of landlock, uid, seccomp, no_bytecode, applied as
           worker.lock_late does (uid only as root: a worker's own id, its folder chowned)
 
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402
 
-PLANS = ["threads@all", "prebuilt@all", "trace@all", "waves@all", "threads@none", "threads@landlock",
+PLANS = ["threads@all", "prebuilt@all", "trace@all", "threads@none", "threads@landlock",
          "threads@uid", "threads@seccomp", "threads@no_bytecode"]
 CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 SHAPES = [(4096, 4096, 4096), (1000, 1000, 1000), (4095, 3001, 1999), (17, 4096, 4096)]
@@ -46,15 +46,17 @@ t0 = time.perf_counter()
 import torch
 sys.path.insert(0, root + "/checker")
 import compilewarm, lockdown, timing, worker
+sys.path.insert(0, root)
+from bench import launchers
 out = {"plan": plan, "import_s": round(time.perf_counter() - t0, 3), "warm": compilewarm.warm(90)}
 if base == "prebuilt":   # as a spare given recent signatures builds their launchers while it waits
-    out["prebuilt"] = compilewarm.build_launchers(sigs)
+    out["prebuilt"] = launchers.build_launchers(sigs)
 t = time.perf_counter()
 torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 out["context_s"] = round(time.perf_counter() - t, 3)
 c = {}
 worker.triton_driver(c)   # as a worker at `go`: the driver helper built before any lock
-out["launchers"] = compilewarm.record_launchers()
+out["launchers"] = launchers.record_launchers()
 t = time.perf_counter()
 on = set(lockdown.LAYERS) if layers == "all" else set() if layers == "none" else set(layers.split(","))
 if "landlock" in on:
@@ -89,8 +91,8 @@ args = [[torch.randn(M, K, device="cuda", dtype=torch.bfloat16),
 torch.cuda.synchronize()
 mods = set(sys.modules)
 t = time.perf_counter()
-if base in ("threads", "trace", "waves", "prebuilt"):
-    out["prewarm"] = timing.prewarm(m.matmul, args, waves=base == "waves")
+if base in ("threads", "trace", "prebuilt"):
+    out["prewarm"] = timing.prewarm(m.matmul, args)
 else:
     for a in args:
         m.matmul(*a)
@@ -125,7 +127,7 @@ def plan_ok(plan: str) -> str:
     """argparse type: `base@layers` with a known base and known layers."""
     base, _, layers = plan.partition("@")
     words = set() if layers in ("none", "all") else set(layers.split(","))
-    if base not in ("threads", "waves", "seq", "trace", "prebuilt") or not layers or words - set(LATE):
+    if base not in ("threads", "seq", "trace", "prebuilt") or not layers or words - set(LATE):
         raise argparse.ArgumentTypeError(f"bad plan {plan!r}: base@layers (see the docstring)")
     return plan
 

@@ -1,8 +1,7 @@
 """Triton's compiler warmed in a warm judge's spare, on a kernel of the judge's own, before any
 candidate exists: the first compile in a process pays once for what every later one reuses
 (the compiler's modules and backend, its MLIR and LLVM set-up, ptxas read from disk), and a
-spare pays it while it waits instead of inside a candidate's job. With the signatures of recent
-jobs' kernels, the spare also builds their C launchers ahead (build_launchers).
+spare pays it while it waits instead of inside a candidate's job.
 
 Compiled for an explicit target (`cuda`, the judge's compute capability): nothing touches the
 device, so a spare may do it while another candidate is timed (it is CPU work, like the torch
@@ -11,7 +10,6 @@ Flat sibling of worker.py; Triton is imported only when `warm` runs.
 """
 from __future__ import annotations
 
-import re
 import time
 
 
@@ -73,90 +71,3 @@ def _forget_tools() -> None:
         knobs.NvidiaTool.from_path.cache_clear()
     except Exception:   # noqa: BLE001 - an older Triton without the cache: nothing to forget
         pass
-
-
-# Triton 3.6 builds a C launcher per kernel signature (the ordered argument types) with the
-# host's C compiler, ~0.2 s on the H200, into the process's Triton cache keyed by the generated
-# source; a fresh worker builds it inside its prewarm. A spare can build it ahead for the
-# signatures of recent jobs (the tuner's candidates all share the baseline's): Triton's own
-# generator on a list of type names, so a worker's report can name a signature, never a source.
-_SCALARS = "i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8e4nv|fp8e5|fp8e4b15|fp8e4b8|fp8e5b16|fp16|bf16|fp32|f32|fp64"
-SIG_TYPE = re.compile(rf"(?:\*k?)?(?:{_SCALARS})|constexpr")
-MAX_LAUNCHERS = 4   # signatures a spare builds ahead (each a C compile while it waits)
-MAX_ARGS = 64       # arguments of one signature
-
-
-def launcher_hints(sigs) -> list[list[str]]:
-    """Of `sigs` (a worker's report: untrusted data), those that are lists of at most MAX_ARGS
-    Triton type names, distinct, in order, at most MAX_LAUNCHERS."""
-    out: list[list[str]] = []
-    for sig in sigs if isinstance(sigs, list) else []:
-        if not (isinstance(sig, list) and 0 < len(sig) <= MAX_ARGS):
-            continue
-        if all(isinstance(t, str) and SIG_TYPE.fullmatch(t) for t in sig) and sig not in out:
-            out.append(list(sig))
-        if len(out) == MAX_LAUNCHERS:
-            break
-    return out
-
-
-def record_launchers() -> list:
-    """From now on, the signature of every launcher Triton generates in this process is appended
-    to the returned list (none on a Triton without per-signature launchers)."""
-    seen: list = []
-    try:
-        from triton.backends.nvidia import driver
-        real = driver.make_launcher
-    except (ImportError, AttributeError):
-        return seen
-
-    def make_launcher(constants, signature, tensordesc_meta, *rest):
-        if not tensordesc_meta and len(seen) < MAX_LAUNCHERS:
-            seen.append(list(signature.values()))
-        return real(constants, signature, tensordesc_meta, *rest)
-    driver.make_launcher = make_launcher
-    return seen
-
-
-def build_launchers(sigs) -> dict:
-    """Build Triton's launcher for each valid signature of `sigs` into this process's Triton
-    cache, as Triton would on a first launch, without loading it (nothing touches the device).
-    Returns {"built": n, "seconds": wall} (with "failed": why): never raises."""
-    t0, built = time.monotonic(), 0
-    try:
-        sigs = launcher_hints(sigs)
-        if sigs:
-            from triton.backends.nvidia import driver
-            from triton.runtime import build
-            from triton.runtime.cache import get_cache_manager
-            if not hasattr(driver, "make_launcher"):   # Triton 3.8: one generic launcher
-                return {"built": 0, "seconds": round(time.monotonic() - t0, 3),
-                        "skipped": "this Triton builds no launcher per signature"}
-            for sig in sigs:
-                built += _build_one(driver, build, get_cache_manager, sig)
-    except Exception as e:   # noqa: BLE001 - reported in the spare's held reply
-        return {"failed": f"{type(e).__name__}: {str(e)[:300]}", "built": built,
-                "seconds": round(time.monotonic() - t0, 3)}
-    return {"built": built, "seconds": round(time.monotonic() - t0, 3)}
-
-
-def _build_one(driver, build, get_cache_manager, sig: list) -> int:
-    """triton.runtime.build.compile_module_from_src up to its cache put (1), or 0 when cached."""
-    import hashlib
-    import os
-    import sysconfig
-    import tempfile
-    src = driver.make_launcher({}, dict(enumerate(sig)), None)
-    name = "__triton_launcher" + sysconfig.get_config_var("EXT_SUFFIX")
-    cache = get_cache_manager(hashlib.sha256((src + build.platform_key()).encode("utf-8")).hexdigest())
-    if cache.get_file(name) is not None:
-        return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "__triton_launcher.c")
-        with open(path, "w") as f:
-            f.write(src)
-        so = build._build("__triton_launcher", path, tmp, driver.library_dirs(), driver.include_dirs,
-                          driver.libraries, [])
-        with open(so, "rb") as f:
-            cache.put(f.read(), name, binary=True)
-    return 1

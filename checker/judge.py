@@ -251,7 +251,6 @@ def _prewarm(result: dict, cand, cases: list) -> None:
     for c in cases:
         firsts.setdefault(c["label"], c["descs"])
     r = cand.expect_ok(cand.w.call("prewarm", list(firsts.values())), "correctness", "prewarm failed")
-    cand.launchers = r.get("launchers")   # its launchers' signatures: a warm pool's hint for spares
     result["prewarm"] = r.get("prewarm")
     if (result["prewarm"] or {}).get("stuck"):
         raise Reject("correctness", "candidate did not return within the prewarm time limit")

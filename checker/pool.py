@@ -23,7 +23,6 @@ import json
 import time
 
 import channel
-import compilewarm
 import scratch
 import sides as S
 import tree
@@ -112,7 +111,6 @@ class WarmPool:
         self.leaked = 0               # bytes of CUDA arenas held by workers killed holding them
         self.warm_cc = 0              # the GPU's compute capability, once the judge knows it: spares
                                       # started from then on warm Triton's compiler (compilewarm.py)
-        self.hints: list = []         # recent candidates' launcher signatures: spares build them ahead
 
     # -- spares
 
@@ -122,7 +120,7 @@ class WarmPool:
         self.counts["spawned"] += 1
         folder = scratch.make_job()
         w = S.spawn(role, args or self.args, self.interpret, folder, hold=hold,
-                    warm_cc=0 if self.interpret else self.warm_cc, launchers=self.hints)
+                    warm_cc=0 if self.interpret else self.warm_cc)
         self.folders[w.proc.pid] = folder
         return w
 
@@ -265,9 +263,6 @@ class WarmPool:
         below the judge is killed and the folders of the workers gone are removed; restore the
         spares."""
         took = result.setdefault("finish_s", {})   # where a job's end goes (bench/verdict_speed.py)
-        cand = sides.get("candidate")
-        if cand is not None and isinstance(cand.launchers, list):   # a worker's report: only
-            self.hints = compilewarm.launcher_hints(cand.launchers + self.hints)   # type names pass
         for role, sd in sides.items():
             t0 = time.monotonic()
             if sd.arena is not None:

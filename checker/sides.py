@@ -5,7 +5,6 @@ folder, user id and OS layers: lockdown.py, scratch.py), a `Side` (its process, 
 """
 from __future__ import annotations
 
-import json
 import os
 import secrets
 
@@ -35,12 +34,11 @@ def worker_flags(args, interpret: bool) -> list[str]:
 
 
 def spawn(role: str, args, interpret: bool, job_dir: str, hold: bool = False,
-          warm_cc: int = 0, launchers: list | None = None) -> channel.WorkerProc:
+          warm_cc: int = 0) -> channel.WorkerProc:
     """A new worker process in its own scratch folder under `job_dir` (its cwd, TMPDIR and
     Triton cache), under its own user id where the plan has one; `hold`: a warm judge's spare
     (worker.py --hold: torch imported, the device touched only after `go`), which with `warm_cc`
-    also warms Triton's compiler for that compute capability while it waits (compilewarm.py)
-    and builds the launchers of `launchers` (kernel signatures of recent jobs) ahead."""
+    also warms Triton's compiler for that compute capability while it waits (compilewarm.py)."""
     layers = args.plan["layers"]
     uid = 0x40000000 + secrets.randbelow(0x3FFFFF00) if "uid" in layers else -1   # its own
     folder = scratch.make_worker(job_dir, role, uid)
@@ -48,8 +46,7 @@ def spawn(role: str, args, interpret: bool, job_dir: str, hold: bool = False,
     if interpret:
         env["TRITON_INTERPRET"] = "1"
     extra = worker_flags(args, interpret) + ["--scratch", folder, "--uid", str(uid)] + \
-        (["--hold"] if hold else []) + (["--warm-cc", str(warm_cc)] if hold and warm_cc else []) + \
-        (["--launchers", json.dumps(launchers)] if hold and warm_cc and launchers else [])
+        (["--hold"] if hold else []) + (["--warm-cc", str(warm_cc)] if hold and warm_cc else [])
     w = channel.WorkerProc(role, WORKER, env, extra, cwd=folder)
     w.scratch, w.uid = folder, uid
     WORKER_PIDS.add(w.proc.pid)
@@ -70,7 +67,6 @@ class Side:
         self.loaded = False         # its kernel is in (a warm judge's champion, kept across jobs)
         self.containment = None     # what its first `arena` reply said (once per process)
         self.identity = None        # what its `load` reply said of the judged bytes
-        self.launchers = None       # its prewarm's launcher signatures (a hint: untrusted)
 
     def wait_ready(self) -> dict:
         """The worker's `ready` (read once: a warm judge may have read it ahead)."""

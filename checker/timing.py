@@ -209,72 +209,30 @@ def timed_call(torch, fn, args, flush: Flusher | None, watch):
     return out, start, end, host_ms
 
 
-def _int_key(v: int) -> str:
-    return "1" if v == 1 else "16" if v % 16 == 0 else "n"
-
-
-def spec_key(args) -> tuple:
-    """What Triton specializes a kernel on, as far as the entry's arguments show it: each
-    tensor's dtype, its sizes and strides as 1 / a multiple of 16 / other, its address 16-aligned
-    or not; each int the same way. Two argument lists with one key most likely compile to one
-    specialization (a launcher may still choose differently: then the prewarm's second wave
-    compiles it, and the checked calls would anyway)."""
-    key = []
-    for x in args:
-        if hasattr(x, "data_ptr") and hasattr(x, "stride"):
-            key.append((str(x.dtype), tuple(map(_int_key, x.shape)), tuple(map(_int_key, x.stride())),
-                        x.data_ptr() % 16 == 0))
-        elif isinstance(x, int) and not isinstance(x, bool):
-            key.append(_int_key(x))
-        else:
-            key.append(type(x).__name__)
-    return tuple(key)
-
-
-def spec_waves(arg_lists) -> tuple[list, list]:
-    """The prewarm's two waves: the first argument list of each spec_key, then the rest."""
-    first, rest, seen = [], [], set()
-    for a in arg_lists:
-        k = spec_key(a)
-        (rest if k in seen else first).append(a)
-        seen.add(k)
-    return first, rest
-
-
-def prewarm(fn, arg_lists, timeout_s: float = 600.0, waves: bool = False) -> dict:
+def prewarm(fn, arg_lists, timeout_s: float = 600.0) -> dict:
     """Call `fn` once on each argument list, all at once, one thread each, and wait.
 
     Why: each distinct shape can be a separate Triton specialization (divisibility by 16 of
     sizes and strides), hence a separate compile. Triton compiles outside the GIL for much of the
-    time (MLIR passes, ptxas), so the compiles overlap instead of queueing. With `waves`, only
-    one list per spec_key runs at first (two threads compiling one specialization do the same
-    work twice, and contend for the GIL), the rest once those are done. Outputs and errors are
+    time (MLIR passes, ptxas), so the compiles overlap instead of queueing. Outputs and errors are
     discarded: every real call afterwards is checked as before, and an error reproduces there.
-    Returns {"threads": n, "seconds": wall, "errors": k, "stuck": threads still running, and
-    with waves "waves": [first, rest]}."""
-    errors, deadline, t0 = [], time.monotonic() + timeout_s, time.perf_counter()
-    plan = spec_waves(arg_lists) if waves else (list(arg_lists), [])
-    threads = []
-    for wave in plan:
-        ts = [threading.Thread(target=_call_into, args=(fn, a, errors), daemon=True) for a in wave]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(max(0.0, deadline - time.monotonic()))
-        threads += ts
-        if any(t.is_alive() for t in ts):
-            break   # stuck: the job fails on it; the next wave would only add threads
+    Returns {"threads": n, "seconds": wall, "errors": k, "stuck": threads still running}."""
+    errors = []
+
+    def one(args):
+        try:
+            fn(*args)
+        except BaseException as e:   # noqa: BLE001 - reported by the checked call that follows
+            errors.append(type(e).__name__)
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=one, args=(a,), daemon=True) for a in arg_lists]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
     gone_or_waited([t.native_id for t in threads if not t.is_alive()])
-    r = {"threads": len(threads), "seconds": round(time.perf_counter() - t0, 3),
-         "errors": len(errors), "stuck": sum(t.is_alive() for t in threads)}
-    return {**r, "waves": [len(w) for w in plan]} if waves else r
-
-
-def _call_into(fn, args, errors: list) -> None:
-    try:
-        fn(*args)
-    except BaseException as e:   # noqa: BLE001 - reported by the checked call that follows
-        errors.append(type(e).__name__)
+    return {"threads": len(threads), "seconds": round(time.perf_counter() - t0, 3),
+            "errors": len(errors), "stuck": sum(t.is_alive() for t in threads)}
 
 
 def gone_or_waited(native_ids: list, limit_s: float = 2.0) -> bool:

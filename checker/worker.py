@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 import time
@@ -49,9 +48,6 @@ def _args(argv=None):
     p.add_argument("--warm-cc", type=int, default=0,
                    help="with --hold: compile a kernel of the judge's own for `cuda` at this compute "
                         "capability before saying `held` (compilewarm.py; CPU only)")
-    p.add_argument("--launchers", default="",
-                   help="with --warm-cc: JSON list of kernel signatures whose Triton launchers to "
-                        "build ahead (compilewarm.build_launchers: recent jobs' signatures)")
     return p.parse_args(argv)
 
 
@@ -63,7 +59,6 @@ class Worker:
         self.torch, self.channel, self.timing = torch, channel, timing
         self.device, self.args, self.containment = device, args, containment
         self.base = self.fn = self.guards = self.module = None
-        self.launchers: list = []   # compilewarm.record_launchers (on the GPU, from `go`)
         self.audit = contain.AuditGuard()
         sys.addaudithook(self.audit)   # cannot be removed; armed just before the kernel import
         containment["audit_hook"] = "armed before the kernel import: sockets, shells, forks, " \
@@ -154,9 +149,7 @@ class Worker:
         copies = [[x.clone() for x in self._views(descs)] for descs in payload]
         r = self.timing.prewarm(self.fn, copies)
         self.sync()
-        # the signatures of the launchers Triton built (a hint for later spares: untrusted there)
-        return {"ok": True, "prewarm": r, "launchers": self.launchers[:compilewarm.MAX_LAUNCHERS],
-                **self.watched()}
+        return {"ok": True, "prewarm": r, **self.watched()}
 
     def op_profile(self, payload):
         """checker/kernelprofile.py on this worker's kernel (after the verdict; informational)."""
@@ -329,8 +322,6 @@ def _hold(conn, channel, containment: dict, args) -> None:
     running candidates: nothing of the same user may trace it meanwhile."""
     containment["undumpable_while_held"] = contain.make_judge_undumpable()
     warm = compilewarm.warm(args.warm_cc) if args.warm_cc and not args.interpret else None
-    if warm is not None and args.launchers:
-        warm["launchers"] = compilewarm.build_launchers(json.loads(args.launchers))
     channel.send_reply(conn, {"held": True, "pid": os.getpid(), "compile_warm": warm,
                               "import_s": round(time.monotonic() - T0, 3)})
     try:
@@ -355,7 +346,6 @@ def main(argv=None) -> int:
     _preimport(args.interpret)   # before no_bytecode: their bytecode is read from site-packages
     if args.hold:   # started ahead by a warm judge: the device is touched only after its `go`
         _hold(conn, channel, containment, args)
-    launchers: list = []
     if args.interpret:
         device = torch.device("cpu")
         name = "CPU, Triton interpreter"
@@ -363,14 +353,12 @@ def main(argv=None) -> int:
         device = torch.device("cuda", torch.cuda.current_device())
         torch.zeros(1, device=device)   # the CUDA context, now rather than at the first call
         triton_driver(containment)
-        launchers = compilewarm.record_launchers()   # before the kernel: its launchers' signatures
         name = torch.cuda.get_device_name(device)
     # One intra-op thread: a worker computes nothing on the CPU itself, and torch's pool would
     # otherwise start its threads lazily inside the kernel's first call (counted as the kernel's).
     torch.set_num_threads(1)
     torch.full((4096,), 1.0, device=device).sum()
     w = Worker(torch, channel, timing, device, args, containment)
-    w.launchers = launchers
     channel.send_reply(conn, {"ready": True, "role": args.role, "pid": os.getpid(), "device": name,
                               "startup_s": round(time.monotonic() - T0, 3),
                               "containment": containment,
