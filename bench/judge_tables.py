@@ -337,3 +337,53 @@ def fidelity_section() -> str:
                    "Judge mean over 3 rounds of 50 reps against ncu's mean of 30 launches "
                    "(`--clock-control none --cache-control all`, `gpu__time_duration.sum`).",
                    md_table(["kernel", "judge mean", "ncu mean", "ratio"], rows))
+
+
+PREWARM = ["results/session13/call1_prewarm_layers.json", "results/session13/call2_prewarm_uid.json",
+           "results/session13/call3_prewarm_launchers.json"]
+SPEED_S13 = ["results/session13/call3_verdict_main.json"]
+
+
+def prewarm_rows(files: list[str]) -> list[list[str]]:
+    """Per call and plan: trials that ran, the prewarm's median and range (pure of the JSON)."""
+    rows = []
+    for f in files:
+        d = load(f)
+        for s in d["summary"]:
+            got = sorted(r["prewarm_s"] for r in d["rows"] if r.get("plan") == s["plan"] and "prewarm_s" in r)
+            failed = sum(1 for r in d["rows"] if r.get("plan") == s["plan"] and "error" in r)
+            rng = f"{got[0]:.3f}-{got[-1]:.3f} s" if got else "—"
+            rows.append([_run_of(f), s["plan"], f"{len(got)}" + (f" ({failed} failed)" if failed else ""),
+                         "—" if s["prewarm_s"] is None else f"{s['prewarm_s']:.3f} s", rng])
+    return rows
+
+
+def prewarm_section() -> str:
+    return section("Where a candidate's prewarm goes: the OS layers and launchers built ahead", PREWARM + SPEED_S13,
+                   "`bench/prewarm_parts.py`: a matmul tuner candidate's first calls on the spec's four shapes "
+                   "in a fresh process set up in the worker's order (torch, the compiler warmed, the CUDA context, "
+                   "Triton's driver helper, then the late layers, then the load), plans interleaved trial by "
+                   "trial. `@` names the layers applied (lockdown.py); `prebuilt` first builds, as a spare could, "
+                   "the C launcher the first trial's process reported (bench/launchers.py); `waves` (since removed) "
+                   "compiled one shape per specialization first. Call 1's plans with `uid` (`@all` among them) "
+                   "failed before their prewarm: the probe's job folder was not passable by another user id "
+                   "(fixed for call 2). Calls 1 and 2 ran on one machine "
+                   "start, call 3 on another. No layer, and no plan, moved the prewarm beyond the spread of "
+                   "its own trials.",
+                   md_table(["call", "plan", "trials", "prewarm (median)", "range"], prewarm_rows(PREWARM)),
+                   "The default command in call 3 ran with launchers built ahead by every spare (code since "
+                   "removed from the judge: no gain above). Its candidates' compiles (prewarm to correctness, "
+                   f"median by run) took {_compiles(SPEED_S13)}, against {_compiles(SPEED_NOW)} in session "
+                   "11's runs of the same 30 configurations: no measure of the judge as it is now.\n\n"
+                   + md_table(SPEED_HEADER, speed_rows(SPEED_S13)))
+
+
+def _compiles(files: list[str]) -> str:
+    """Each run's median prewarm (prewarm to correctness) over its jobs, '1.32, 1.40 s' (pure)."""
+    meds = []
+    for f in files:
+        for r in load(f)["rows"]:
+            ph = [j["phase_s"] for j in r.get("per_job") or [] if "correctness" in (j.get("phase_s") or {})]
+            if ph:
+                meds.append(statistics.median(p["correctness"] - p["prewarm"] for p in ph))
+    return ", ".join(f"{m:.2f}" for m in meds) + " s"
