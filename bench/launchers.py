@@ -14,7 +14,7 @@ import time
 
 _SCALARS = "i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8e4nv|fp8e5|fp8e4b15|fp8e4b8|fp8e5b16|fp16|bf16|fp32|f32|fp64"
 SIG_TYPE = re.compile(rf"(?:\*k?)?(?:{_SCALARS})|constexpr")
-MAX_LAUNCHERS = 4   # signatures a spare builds ahead (each a C compile while it waits)
+MAX_LAUNCHERS = 4   # signatures built ahead (each a C compile)
 MAX_ARGS = 64       # arguments of one signature
 
 
@@ -66,7 +66,7 @@ def build_launchers(sigs) -> dict:
                         "skipped": "this Triton builds no launcher per signature"}
             for sig in sigs:
                 built += _build_one(driver, build, get_cache_manager, sig)
-    except Exception as e:   # noqa: BLE001 - reported in the spare's held reply
+    except Exception as e:   # noqa: BLE001 - reported in the probe's row
         return {"failed": f"{type(e).__name__}: {str(e)[:300]}", "built": built,
                 "seconds": round(time.monotonic() - t0, 3)}
     return {"built": built, "seconds": round(time.monotonic() - t0, 3)}

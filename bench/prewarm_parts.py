@@ -7,14 +7,13 @@ context, Triton's driver helper, then the late layers of lockdown.py, then the l
 A plan is `base@layers` (each trial a fresh process with an empty Triton cache in a worker-style
 folder; plans interleaved trial by trial):
   base    threads (the judge's prewarm: one thread per shape), seq (the shapes one after
-          another), trace
-          (threads, each thread's Triton compile and subprocess runs timed: ptxas, the C compiler),
-          or prebuilt (threads, after building ahead, as a spare could, the launchers the first
-          trial's process reported: bench/launchers.py)
+          another), trace (threads, each thread's Triton compile and subprocess runs timed:
+          ptxas, the C compiler), or prebuilt (threads, after building ahead, as a spare could,
+          the launchers the first trial's process reported: bench/launchers.py)
   layers  none, all, or a comma list of landlock, uid, seccomp, no_bytecode, applied as
           worker.lock_late does (uid only as root: a worker's own id, its folder chowned)
 
-  python bench/prewarm_parts.py --trials 4 --out $OUT/prewarm_parts.json
+  python bench/prewarm_parts.py --trials 3 --out $OUT/prewarm_parts.json      # ~3 min on the H200
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """bench/launchers.py (the `prebuilt` plan of bench/prewarm_parts.py): a worker's report of its
 launchers' signatures is untrusted data, reduced to lists of Triton type names; a spare given
 signatures builds them into its own Triton cache (Triton 3.6) or says this Triton builds none per
-signature (3.8), in a real held worker process; nothing raises."""
+signature (3.8), in a fresh process; nothing raises."""
 from __future__ import annotations
 
 import json
@@ -29,7 +29,7 @@ def test_launcher_hints_pass_only_lists_of_triton_type_names():
     assert got == [MATMUL_SIG, ["*fp32", "*kfp16", "u64", "fp8e4nv"]]
     many = [["i32"] * n for n in range(1, 10)]
     assert launchers.launcher_hints(many) == many[:launchers.MAX_LAUNCHERS]
-    # the pool's update (pool.WarmPool.finish): the newest job's signatures first, the oldest drop
+    # newest first (a spare's list: the latest job's signatures before older ones), the oldest drop
     assert launchers.launcher_hints([["u8"]] + many[:4]) == [["u8"]] + many[:3]
 
 
