@@ -26,7 +26,8 @@ CHECKER = ROOT / "checker" / "check.py"
 # Every file the checker runs from, copied flat next to each other (a Nebius job injects them so).
 CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "contain.py",
                    "lockdown.py", "scratch.py", "tree.py", "clock.py", "identity.py", "source.py",
-                   "timing.py", "validate.py", "sides.py", "serve.py", "pool.py", "compilewarm.py")
+                   "timing.py", "validate.py", "sides.py", "serve.py", "pool.py", "compilewarm.py",
+                   "compileonce.py")
 # what the judge imports only for --peers / --profile-kernel, staged beside it
 CHECKER_SIGHT = [ROOT / "checker" / n for n in ("sight.py", "peers.py", "kernelprofile.py", "ncu.py")]
 SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "

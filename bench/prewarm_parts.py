@@ -6,10 +6,12 @@ context, Triton's driver helper, then the late layers of lockdown.py, then the l
 
 A plan is `base@layers` (each trial a fresh process with an empty Triton cache in a worker-style
 folder; plans interleaved trial by trial):
-  base    threads (the judge's prewarm: one thread per shape), seq (the shapes one after
-          another), trace (threads, each thread's Triton compile and subprocess runs timed:
-          ptxas, the C compiler), or prebuilt (threads, after building ahead, as a spare could,
-          the launchers the first trial's process reported: bench/launchers.py)
+  base    threads (the judge's prewarm before compileonce.py: one thread per shape), seq (the
+          shapes one after another), trace (threads, each thread's Triton compile and subprocess
+          runs timed: ptxas, the C compiler), prebuilt (threads, after building ahead, as a spare
+          could, the launchers the first trial's process reported: bench/launchers.py), once
+          (threads with checker/compileonce.py installed, as a worker has it now) or oncetrace
+          (trace with compileonce.py)
   layers  none, all, or a comma list of landlock, uid, seccomp, no_bytecode, applied as
           worker.lock_late does (uid only as root: a worker's own id, its folder chowned)
 
@@ -44,10 +46,12 @@ shapes, sigs = json.loads(sys.argv[6]), json.loads(sys.argv[7])
 t0 = time.perf_counter()
 import torch
 sys.path.insert(0, root + "/checker")
-import compilewarm, lockdown, timing, worker
+import compileonce, compilewarm, lockdown, timing, worker
 sys.path.insert(0, root)
 from bench import launchers
 out = {"plan": plan, "import_s": round(time.perf_counter() - t0, 3), "warm": compilewarm.warm(90)}
+if base in ("once", "oncetrace"):   # as worker.main installs it, before any kernel exists
+    out["compile_once"] = compileonce.install()
 if base == "prebuilt":   # as a spare given recent signatures builds their launchers while it waits
     out["prebuilt"] = launchers.build_launchers(sigs)
 t = time.perf_counter()
@@ -79,7 +83,7 @@ def timed(kind, f):
             tool = os.path.basename(str((a[0] if a else k.get("args"))[0])) if kind == "proc" else kind
             events.append((threading.current_thread().name, tool, round(s - T, 3), round(time.perf_counter() - T, 3)))
     return g
-if base == "trace":
+if base in ("trace", "oncetrace"):
     subprocess.run, subprocess.check_call = timed("proc", subprocess.run), timed("proc", subprocess.check_call)
     import triton.compiler, triton.compiler.compiler, triton.runtime.jit
     for mod in (triton.compiler, triton.compiler.compiler, triton.runtime.jit):
@@ -90,7 +94,7 @@ args = [[torch.randn(M, K, device="cuda", dtype=torch.bfloat16),
 torch.cuda.synchronize()
 mods = set(sys.modules)
 t = time.perf_counter()
-if base in ("threads", "trace", "prebuilt"):
+if base in ("threads", "trace", "prebuilt", "once", "oncetrace"):
     out["prewarm"] = timing.prewarm(m.matmul, args)
 else:
     for a in args:
@@ -99,6 +103,7 @@ torch.cuda.synchronize()
 out["prewarm_s"] = round(time.perf_counter() - t, 3)
 out["imported_in_prewarm"] = sorted(set(sys.modules) - mods)
 out["events"] = sorted(events, key=lambda e: e[2])
+out["compiles"] = dict(compileonce.STATS)   # counted only where installed
 t = time.perf_counter()
 for a in args:
     m.matmul(*a)
@@ -126,7 +131,7 @@ def plan_ok(plan: str) -> str:
     """argparse type: `base@layers` with a known base and known layers."""
     base, _, layers = plan.partition("@")
     words = set() if layers in ("none", "all") else set(layers.split(","))
-    if base not in ("threads", "seq", "trace", "prebuilt") or not layers or words - set(LATE):
+    if base not in ("threads", "seq", "trace", "prebuilt", "once", "oncetrace") or not layers or words - set(LATE):
         raise argparse.ArgumentTypeError(f"bad plan {plan!r}: base@layers (see the docstring)")
     return plan
 

@@ -23,6 +23,8 @@ Each call starts nothing that would end past --budget-min (default 8.5: a device
 limited to 10 minutes); what was skipped is in the JSON. On the H200 (one call each):
 
   python bench/verdict_speed.py --out $OUT/verdict_main.json                   # warm + cold, ~6 min
+  python bench/verdict_speed.py --judges warm --beside .old --beside-commit <sha> --rounds 2 \
+      --out $OUT/verdict_beside.json   # this checkout, then .old's and this one's in turn, ~8 min
   python bench/verdict_speed.py --mode llm --ks 1 4 --minutes 3 --out $OUT/verdict_llm.json
   python bench/verdict_speed.py --mode aa --n 100 --kinds aa --out $OUT/verdict_aa.json
   python bench/verdict_speed.py --mode aa --n 60 --kinds power --out $OUT/verdict_power.json
@@ -145,18 +147,21 @@ def read_run(run_dir: Path) -> dict:
 
 # ---------------------------------------------------------------- running the loop
 
-def run_loop(judge: str, out: Path, extra: list[str], env_extra: dict, cpu: bool, timeout: float):
+def run_loop(judge: str, out: Path, extra: list[str], env_extra: dict, cpu: bool, timeout: float,
+             root: Path = ROOT):
+    """One run of the orchestrator of the checkout at `root` (this one, or --beside's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(CLEAN)}
     env.update(KERNLOOP_JUDGE=judge, KERNLOOP_NCU=os.environ.get("KERNLOOP_NCU", "auto"), **env_extra)
+    me = root / "bench" / "verdict_speed.py"
     if cpu:   # the local backend's warm and cold paths in the interpreter (see --cpu)
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child-cpu", "--", *extra]
+        cmd = [sys.executable, str(me), "--child-cpu", "--", *extra]
     else:
         cmd = [sys.executable, "orchestrator.py", *extra]
     cmd += ["--out", str(out)]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.monotonic() - t0
-    shown = " ".join(cmd[1:]).replace(str(out), "<out>").replace(str(Path(__file__).resolve()), "bench/verdict_speed.py")
+    shown = " ".join(cmd[1:]).replace(str(out), "<out>").replace(str(me), "bench/verdict_speed.py")
     if p.returncode != 0:
         raise RuntimeError(f"{shown} exited {p.returncode}: {p.stderr[-1500:]}")
     runs = sorted(d for d in out.iterdir() if d.is_dir() and not d.name.startswith("."))
@@ -186,11 +191,14 @@ def main_mode(a) -> list[dict]:
     tmp = Path(tempfile.mkdtemp(prefix="verdict_speed_"))
     spec = str(cpu_spec(tmp)) if a.cpu else "specs/matmul.yaml"
     extra = ["--spec", spec] + (["--iterations", str(a.iterations)] if a.iterations else [])
-    plan = [(judge, judge, tmp / judge) for judge in a.judges]
+    plan = [(judge, judge, tmp / judge, ROOT) for judge in a.judges]
     if "warm" in a.judges and a.cached:   # again, into the same runs folder: the baseline's look from its cache
-        plan.append(("warm, cached", "warm", tmp / "warm"))
+        plan.append(("warm, cached", "warm", tmp / "warm", ROOT))
+    if a.beside:   # rounds of this checkout and the other one, alternately, into that folder too
+        plan += [(f"warm{' @beside' if root != ROOT else ''} round {i}", "warm", tmp / "warm", root)
+                 for i in range(1, a.rounds + 1) for root in (a.beside, ROOT)]
     rows = []
-    for label, judge, out in plan:
+    for label, judge, out, root in plan:
         if left_s(a) < 60:
             rows.append({"variant": label, "skipped": f"{a.budget_min} min budget of this call spent"})
             log(f"main: {label} skipped (budget)")
@@ -198,12 +206,13 @@ def main_mode(a) -> list[dict]:
         out.mkdir(exist_ok=True)
         log(f"main: {label} ...")
         try:
-            run, wall, cmd, tail = run_loop(judge, out, extra, {}, a.cpu, min(a.timeout, left_s(a)))
+            run, wall, cmd, tail = run_loop(judge, out, extra, {}, a.cpu, min(a.timeout, left_s(a)), root)
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             rows.append({"variant": label, "error": str(e)[-2000:]})
             log(f"main: {label} failed: {str(e)[-300:]}")
             continue
-        r = {"variant": label, "command": cmd, "wall_s": wall, **read_run(run), "stdout_tail": tail}
+        r = {"variant": label, "command": cmd, "wall_s": wall, **read_run(run), "stdout_tail": tail,
+             **({"checkout": a.beside_commit} if root != ROOT else {})}
         rows.append(r)
         log(f"main: {label}: {wall:.1f} s, rejected median {r['rejected_median_s']} s, promoted "
             f"median {r['promoted_median_s']} s")
@@ -366,8 +375,17 @@ def main(argv=None) -> int:
     ap.add_argument("--cached", action="store_true",
                     help="main: a third run, warm again into the same runs folder (the baseline's "
                          "second look from the cache the first warm run wrote)")
+    ap.add_argument("--beside", type=Path, default=None, metavar="DIR",
+                    help="main: after the runs above, --rounds rounds of DIR's default command (another "
+                         "checkout: the code before a change) then this checkout's, alternately, into "
+                         "the same runs folder (one cache of the baseline's second look)")
+    ap.add_argument("--beside-commit", default=None, help="the commit --beside's checkout holds (recorded)")
+    ap.add_argument("--rounds", type=int, default=2, help="main: rounds with --beside")
     ap.add_argument("--cpu", action="store_true", help="the interpreter on the CPU (a smoke, see above)")
     a = ap.parse_args(argv)
+    if a.beside and not (a.beside / "orchestrator.py").is_file():
+        ap.error(f"--beside {a.beside}: no orchestrator.py there")
+    a.beside = a.beside.resolve() if a.beside else None
     a.deadline = time.monotonic() + a.budget_min * 60
     a.judges = a.judges or {"main": ["warm", "cold"], "llm": ["warm"], "aa": ["warm"]}[a.mode]
     doc = {"bench": "verdict_speed", "mode": a.mode, "device_name": device_name(), "cpus": os.cpu_count(),
