@@ -27,14 +27,16 @@ _STATS_LOCK = threading.Lock()
 
 
 class KeyedLocks:
-    """A lock per key, made on first use (the map itself under one lock)."""
+    """A lock per key, made on first use (the map itself under one lock). Re-entrant: a compile
+    that, through a hook, asks for the same kernel again in its own thread goes on as it would
+    without the wrapper instead of waiting for itself."""
 
     def __init__(self):
         self._guard, self._locks = threading.Lock(), {}
 
-    def __call__(self, key) -> threading.Lock:
+    def __call__(self, key):
         with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
+            return self._locks.setdefault(key, threading.RLock())
 
 
 def _count(name) -> None:

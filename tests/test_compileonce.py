@@ -168,3 +168,21 @@ def test_the_launcher_build_is_serialized_per_source():
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert Driver.peak == 1 and len(Driver.built) == 3   # one at a time; the later ones load it
+
+
+def test_the_same_key_asked_again_inside_its_own_run_does_not_wait_for_itself():
+    store, depth = {}, []
+
+    def real(key):
+        depth.append(key)
+        if len(depth) == 1:   # e.g. a Triton hook that launches the kernel it is compiling
+            inner = f(key)
+            return f"outer({inner})"
+        store[key] = "inner"
+        return "inner"
+    f = compileonce.once_per_key(real, lambda k: k, lambda k: store.get(k))
+    t = threading.Thread(target=lambda: depth.append(f("a")), daemon=True)
+    t.start()
+    t.join(5)
+    assert not t.is_alive(), "the wrapper deadlocked on its own key"
+    assert depth == ["a", "a", "outer(inner)"]
