@@ -3,6 +3,7 @@ study, the A/B bias, power, the clock over bursts, verdict speed, the LLM-paced 
 fidelity. Each section's numbers are values of the JSON it cites."""
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
@@ -387,3 +388,68 @@ def _compiles(files: list[str]) -> str:
             if ph:
                 meds.append(statistics.median(p["correctness"] - p["prewarm"] for p in ph))
     return ", ".join(f"{m:.2f}" for m in meds) + " s"
+
+
+ONCE = ["results/session14/call1_prewarm_once.json"]
+BESIDE = ["results/session14/call2_verdict_beside.json", "results/session14/call4_verdict_beside.json"]
+HOSTILE_S14 = "results/session14/call3_hostile_gpu.json"
+
+
+def _beside_runs(files: list[str], before: bool) -> list[dict]:
+    """The alternate rounds' runs of one checkout (--beside's when `before`), calls' first runs apart."""
+    return [r for f in files for r in load(f)["rows"]
+            if "wall_s" in r and " round " in r["variant"] and ("@beside" in r["variant"]) == before]
+
+
+def _pooled(runs: list[dict]) -> str:
+    """'1.653 s over 108 jobs (compile 1.06 s); command 91.7 s (4 runs)' (pure)."""
+    rej = [j["verdict_s"] for r in runs for j in r["per_job"] if not j["promoted"]
+           and isinstance(j.get("verdict_s"), (int, float))]
+    ph = [j["phase_s"] for r in runs for j in r["per_job"] if "correctness" in (j.get("phase_s") or {})]
+    comp = statistics.median(p["correctness"] - p["prewarm"] for p in ph)
+    return (f"a candidate not promoted {statistics.median(rej):.3f} s (median of {len(rej)} jobs; its "
+            f"compile {comp:.2f} s), the command {statistics.median(r['wall_s'] for r in runs):.1f} s "
+            f"(median of {len(runs)} runs)")
+
+
+def _hostile(f: str) -> str:
+    rows = load(f)["rows"]
+    ok = sum(1 for r in rows if not r["promoted"] and r["expected_seen"] in (True, None))
+    return f"{len(rows)} cases, {sum(bool(r['promoted']) for r in rows)} promoted, {ok} for their expected reason"
+
+
+def once_section() -> str:
+    d = load(ONCE[0])
+    shared = sorted({json.dumps(r.get("compiles")) for r in d["rows"] if r.get("compile_once")})
+    rows = [[f"{_beside_label(r)} ({_run_of(f)})",
+             f"{r['wall_s']:.1f} s", f"{r['baseline_job_s']:.1f} s", f"{r['final_job_s']:.1f} s",
+             f"{r['rejected_median_s']:.2f} s ({r['rejected_n']})",
+             f"{r['promoted_median_s']:.2f} s ({r['promoted_n']})", _compiles_of(r)]
+            for f in BESIDE for r in load(f)["rows"] if "wall_s" in r]
+    return section("One compile per specialization (compileonce), beside the judge before it", ONCE + BESIDE + [HOSTILE_S14],
+                   "`checker/compileonce.py`: a worker's prewarm threads share a specialization's Triton compile "
+                   "and the C launcher's build instead of racing to repeat them. The probe (`once` against "
+                   "`threads`, `oncetrace` against `trace`, interleaved; every `once` process reported "
+                   f"{', '.join(shared)}):",
+                   md_table(["call", "plan", "trials", "prewarm (median)", "range"], prewarm_rows(ONCE)),
+                   "The default command, this checkout and the one before it (7705a87, carried as `.old`) in "
+                   "alternate rounds into one runs folder, two calls on one machine start; each call's first "
+                   "run (this checkout) found the baseline's second look uncached. Rounds only: before, "
+                   f"{_pooled(_beside_runs(BESIDE, True))}; with compileonce, "
+                   f"{_pooled(_beside_runs(BESIDE, False))}. The hostile suite with compileonce (call 3): "
+                   f"{_hostile(HOSTILE_S14)}.\n\n"
+                   + md_table(["run", "command wall", "baseline job", "final job", "rejected candidate",
+                               "promoted candidate", "compile (median)"], rows))
+
+
+def _beside_label(r: dict) -> str:
+    """'before (7705a87), round 1', 'compileonce, round 1' or 'compileonce, the call's first' (pure)."""
+    _, _, rnd = r["variant"].partition(" round ")
+    if "@beside" in r["variant"]:
+        return f"before ({r.get('checkout')}), round {rnd}"
+    return f"compileonce, round {rnd}" if rnd else "compileonce, the call's first"
+
+
+def _compiles_of(r: dict) -> str:
+    ph = [j["phase_s"] for j in r.get("per_job") or [] if "correctness" in (j.get("phase_s") or {})]
+    return f"{statistics.median(p['correctness'] - p['prewarm'] for p in ph):.2f} s"

@@ -21,7 +21,8 @@ sys.path.insert(0, str(ROOT))
 from bench.judge_tables import (AA_HEADER, LLM_HEADER, SPEED_HEADER, SPEED_S7, SPEED_S9, SPEED_S10,  # noqa: E402
                                 aa_jobs_rows, aa_section, bias_section, burst_section, cost_section,
                                 even_section, fidelity_section, llm_rows, llm_section, older_aa_jobs,
-                                power_section, prewarm_section, speed_rows, speed_section)
+                                once_section, power_section, prewarm_section, speed_rows,
+                                speed_section)
 from bench.table_kit import clip, load, md_table, ms, pct, section  # noqa: E402
 
 RESULTS, HISTORY = ROOT / "docs" / "results.md", ROOT / "docs" / "history.md"
@@ -167,7 +168,7 @@ def render_results() -> str:
              "`device` tool; raw JSON, logs and commands under `results/`. Older numbers, superseded "
              "by these, are in [history.md](history.md). No number here is synthetic.",
              peers_section(current=True), aa_section(), even_section(), bias_section(), power_section(),
-             burst_section(), speed_section(), prewarm_section(), llm_section(),
+             burst_section(), speed_section(), prewarm_section(), once_section(), llm_section(),
              cost_section(),
              fidelity_section()]
     return "\n\n".join(p for p in parts if p) + "\n"
