@@ -187,17 +187,23 @@ def cpu_spec(tmp: Path) -> Path:
     return tmp / "matmul.yaml"
 
 
+def main_plan(judges: list[str], cached: bool, beside: Path | None, rounds: int, tmp: Path) -> list[tuple]:
+    """The runs of main mode, in order: (label, KERNLOOP_JUDGE, runs folder, checkout) (pure)."""
+    plan = [(judge, judge, tmp / judge, ROOT) for judge in judges]
+    if "warm" in judges and cached:   # again, into the same runs folder: the baseline's look from its cache
+        plan.append(("warm, cached", "warm", tmp / "warm", ROOT))
+    if beside:   # rounds of the other checkout and this one, alternately, into that folder too
+        plan += [(f"warm{' @beside' if root != ROOT else ''} round {i}", "warm", tmp / "warm", root)
+                 for i in range(1, rounds + 1) for root in (beside, ROOT)]
+    return plan
+
+
 def main_mode(a) -> list[dict]:
     tmp = Path(tempfile.mkdtemp(prefix="verdict_speed_"))
     spec = str(cpu_spec(tmp)) if a.cpu else "specs/matmul.yaml"
     extra = ["--spec", spec] + (["--iterations", str(a.iterations)] if a.iterations else [])
-    plan = [(judge, judge, tmp / judge, ROOT) for judge in a.judges]
-    if "warm" in a.judges and a.cached:   # again, into the same runs folder: the baseline's look from its cache
-        plan.append(("warm, cached", "warm", tmp / "warm", ROOT))
-    if a.beside:   # rounds of this checkout and the other one, alternately, into that folder too
-        plan += [(f"warm{' @beside' if root != ROOT else ''} round {i}", "warm", tmp / "warm", root)
-                 for i in range(1, a.rounds + 1) for root in (a.beside, ROOT)]
     rows = []
+    plan = main_plan(a.judges, a.cached, a.beside, a.rounds, tmp)
     for label, judge, out, root in plan:
         if left_s(a) < 60:
             rows.append({"variant": label, "skipped": f"{a.budget_min} min budget of this call spent"})

@@ -1,6 +1,7 @@
 """bench/verdict_speed.py reads a real run folder (what it reports from the H200): a synthetic
 run of the loop is written by the orchestrator, then read back; per job it says whether the
-candidate's spare had warmed Triton's compiler (never, on the synthetic backend)."""
+candidate's spare had warmed Triton's compiler (never, on the synthetic backend); and the order
+of its runs with --beside (another checkout's default command in alternate rounds)."""
 from __future__ import annotations
 
 import json
@@ -47,3 +48,17 @@ def test_the_bench_reads_a_run_the_loop_wrote(tmp_path):
     r = verdict_speed.read_run(run)
     assert (r["compile_warmed_jobs"], r["compile_warm_failed"], r["ended_early"]) == (1, 1, 2)
     assert r["baseline_phase_s"] == {"timing": 1.0, "sight": 3.5, "end": 28.2}
+
+
+def test_beside_runs_the_other_checkout_and_this_one_in_turn_into_one_runs_folder(tmp_path):
+    other = tmp_path / "old"
+    main_plan, ROOT = verdict_speed.main_plan, verdict_speed.ROOT
+    plan = main_plan(["warm"], False, other, 2, tmp_path)
+    assert [(label, root) for label, _, _, root in plan] == [
+        ("warm", ROOT), ("warm @beside round 1", other), ("warm round 1", ROOT),
+        ("warm @beside round 2", other), ("warm round 2", ROOT)]
+    assert {judge for _, judge, _, _ in plan} == {"warm"}
+    assert {out for _, _, out, _ in plan} == {tmp_path / "warm"}   # one cache of the baseline's look
+    assert main_plan(["warm", "cold"], True, None, 2, tmp_path) == [
+        ("warm", "warm", tmp_path / "warm", ROOT), ("cold", "cold", tmp_path / "cold", ROOT),
+        ("warm, cached", "warm", tmp_path / "warm", ROOT)]
