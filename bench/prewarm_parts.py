@@ -10,8 +10,9 @@ folder; plans interleaved trial by trial):
           shapes one after another), trace (threads, each thread's Triton compile and subprocess
           runs timed: ptxas, the C compiler), prebuilt (threads, after building ahead, as a spare
           could, the launchers the first trial's process reported: bench/launchers.py), once
-          (threads with checker/compileonce.py installed, as a worker has it now) or oncetrace
-          (trace with compileonce.py)
+          (threads with checker/compileonce.py installed, as a worker has it now), oncetrace
+          (trace with compileonce.py) or oncebusy (once, with a process started just before the
+          prewarm that does what a replacement spare does then: import torch, warm the compiler)
   layers  none, all, or a comma list of landlock, uid, seccomp, no_bytecode, applied as
           worker.lock_late does (uid only as root: a worker's own id, its folder chowned)
 
@@ -50,7 +51,7 @@ import compileonce, compilewarm, lockdown, timing, worker
 sys.path.insert(0, root)
 from bench import launchers
 out = {"plan": plan, "import_s": round(time.perf_counter() - t0, 3), "warm": compilewarm.warm(90)}
-if base in ("once", "oncetrace"):   # as worker.main installs it, before any kernel exists
+if base in ("once", "oncetrace", "oncebusy"):   # as worker.main installs it, before any kernel exists
     out["compile_once"] = compileonce.install()
 if base == "prebuilt":   # as a spare given recent signatures builds their launchers while it waits
     out["prebuilt"] = launchers.build_launchers(sigs)
@@ -93,14 +94,20 @@ args = [[torch.randn(M, K, device="cuda", dtype=torch.bfloat16),
          torch.randn(K, N, device="cuda", dtype=torch.bfloat16)] for M, N, K in shapes]
 torch.cuda.synchronize()
 mods = set(sys.modules)
+busy = None
+if base == "oncebusy":   # a replacement spare starting beside the prewarm, as pool._take's fill()
+    busy = subprocess.Popen([sys.executable, "-c", "import sys, torch; sys.path.insert(0, sys.argv[1]);"
+                             " import compilewarm; compilewarm.warm(90)", root + "/checker"])
 t = time.perf_counter()
-if base in ("threads", "trace", "prebuilt", "once", "oncetrace"):
+if base in ("threads", "trace", "prebuilt", "once", "oncetrace", "oncebusy"):
     out["prewarm"] = timing.prewarm(m.matmul, args)
 else:
     for a in args:
         m.matmul(*a)
 torch.cuda.synchronize()
 out["prewarm_s"] = round(time.perf_counter() - t, 3)
+if busy is not None:
+    out["busy_rc"] = busy.wait()
 out["imported_in_prewarm"] = sorted(set(sys.modules) - mods)
 out["events"] = sorted(events, key=lambda e: e[2])
 out["compiles"] = dict(compileonce.STATS)   # counted only where installed
@@ -131,7 +138,7 @@ def plan_ok(plan: str) -> str:
     """argparse type: `base@layers` with a known base and known layers."""
     base, _, layers = plan.partition("@")
     words = set() if layers in ("none", "all") else set(layers.split(","))
-    if base not in ("threads", "seq", "trace", "prebuilt", "once", "oncetrace") or not layers or words - set(LATE):
+    if base not in ("threads", "seq", "trace", "prebuilt", "once", "oncetrace", "oncebusy") or not layers or words - set(LATE):
         raise argparse.ArgumentTypeError(f"bad plan {plan!r}: base@layers (see the docstring)")
     return plan
 
