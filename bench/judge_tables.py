@@ -19,7 +19,9 @@ EXERCISED = {   # what one A/A job of each judge samples (docs/warm-judge.md)
     "warm-fresh": "one warm judge for all jobs: both workers and both arenas fresh every job"}
 
 
-# The A/A of record: separate judge jobs with both sides even (the judge's default from ef29da1e).
+# The A/A of record: separate judge jobs through today's judge (session 15: compileonce, session
+# 11's burst rule, both sides even); then session 9's, the first with both sides even (ef29da1e).
+AA_NOW = ["results/session15/call2_aa_softmax.json", "results/session15/call2_aa_matmul.json"]
 AA_OF_RECORD = ["results/session9/callB_aa_jobs_softmax.json", "results/session9/callB_aa_jobs_matmul.json"]
 EVEN_STUDY = ["results/session9/callA_aa_even_none.json", "results/session9/callA_aa_even_reads.json",
               "results/session9/callA_aa_even_arena.json", "results/session9/callA_aa_even_arena_reads.json"]
@@ -52,7 +54,8 @@ AA_HEADER = ["what", "false promotions", "gain median (means)", "champion slower
 def aa_section() -> str:
     rounds = "results/session4/call5_judge_validation.json"
     batches = ["results/session4/call3_aa_batch.json", "results/session4/call4_aa_batch.json"]
-    rows = aa_jobs_rows(AA_OF_RECORD, ", both sides even")
+    rows = aa_jobs_rows(AA_NOW, ", today's judge, session 15") + \
+        aa_jobs_rows(AA_OF_RECORD, ", both sides even, session 9")
     v = load(rounds)
     for key in ("aa_softmax", "aa_matmul"):
         a = v[key]
@@ -67,13 +70,14 @@ def aa_section() -> str:
                  f"**{sum(d['false_promotions_with_confirmation'] for d in b)}/{n}** with",
                  "—", "—", f"{won} copies won their batch and {sum(d['confirmation_jobs'] for d in b)} confirmation "
                  "jobs ran: the confirmation rule was never exercised on the H200 (its CPU tests show it act)"])
-    return section("A/A: false promotions of an identical copy", AA_OF_RECORD + [rounds, *batches],
+    return section("A/A: false promotions of an identical copy", AA_NOW + AA_OF_RECORD + [rounds, *batches],
                    "Every promotion here is false (the candidate is a copy of the champion). Promotion "
                    "rule: mean and median better by more than 2%, the gap above 2 standard errors. The "
                    "gain column is by means (bursts of slow reps move it; the medians condition keeps them "
                    "from promoting); the offset column counts the jobs whose champion median was the "
-                   "slower and gives the median of champion minus candidate. The first rows are the A/A "
-                   "of record, run with the judge's default since ef29da1e: both sides even (the "
+                   "slower and gives the median of champion minus candidate. The first two rows are the A/A "
+                   "of record, through the judge as it is now (results/session15/README.md); the next two, "
+                   "session 9's, the first with both sides even, the judge's default since ef29da1e (the "
                    "champion's arena as large as the candidate's, its timed outputs read as the "
                    "candidate's). What each figure exercised is in its last column.",
                    md_table(AA_HEADER, rows))
@@ -122,7 +126,8 @@ def bias_section() -> str:
 
 POWER_JOBS = ["results/session7/verdict_power.json", "results/session10/call3_verdict_power.json",
               "results/session11/call1_power_each.json", "results/session11/call1_power_once.json",
-              "results/session11/call2_power.json", "results/session11/call3_power.json"]
+              "results/session11/call2_power.json", "results/session11/call3_power.json",
+              "results/session15/call3_power.json"]
 
 
 def _run_of(f: str) -> str:
@@ -156,7 +161,7 @@ def power_section() -> str:
                    "session 10 and session 11 call 1, two bursts a worker and the lower side's floor at "
                    "0.025-0.03 ms (call 1's second row: one settle spin a burst); call 2, three bursts and "
                    "no garbage collection in a timed region; call 3, today's rule (the lower side's floor "
-                   f"{clock.BURST_TOL_LOW_MS} ms).",
+                   f"{clock.BURST_TOL_LOW_MS} ms); session 15, the judge as it is now (compileonce).",
                    md_table(["spec", "how", "promoted", "true gain (median)", "not promoted, why"], rows))
 
 
@@ -277,16 +282,17 @@ def speed_section() -> str:
                    md_table(SPEED_HEADER, speed_rows(SPEED_NOW)))
 
 
-LLM_NOW = "results/session10/call3_verdict_llm.json"
+LLM_RUNS = ["results/session15/call4_verdict_llm.json", "results/session10/call3_verdict_llm.json"]
 
 
 def llm_rows(f: str) -> list[list[str]]:
     rows = []
     for r in load(f)["rows"]:
+        run = f"{r['variant']} ({_run_of(f)})"
         if "skipped" in r:
-            rows.append([r["variant"], "not run: " + r["skipped"], "—", "—", "—", "—"])
+            rows.append([run, "not run: " + r["skipped"], "—", "—", "—", "—"])
             continue
-        rows.append([r["variant"], f"{r['iterations']} in {r['wall_s']:.0f} s", f"{r['decided_per_hour']:.0f}",
+        rows.append([run, f"{r['iterations']} in {r['wall_s']:.0f} s", f"{r['decided_per_hour']:.0f}",
                      f"{r['gpu_timing_fraction'] * 100:.1f}%", f"{r['rejected_median_s']:.2f} s",
                      f"{r['promoted_median_s']:.2f} s"])
     return rows
@@ -296,12 +302,13 @@ LLM_HEADER = ["run", "decided", "per hour", "GPU timing", "rejected job", "promo
 
 
 def llm_section() -> str:
-    return section("An LLM-paced run: decided iterations per hour", [LLM_NOW],
+    return section("An LLM-paced run: decided iterations per hour", LLM_RUNS,
                    "A loopback OpenAI server answering each request after 20 s, matmul, warm judge, one "
-                   "GPU, K=1 beside K=4 in one device call. GPU timing: the share of the run's wall "
+                   "GPU, K=1 beside K=4 in one device call (session 15: the judge as it is now; session 10 "
+                   "before compileonce and session 11's changes). GPU timing: the share of the run's wall "
                    "clock the judge spent in A/B timing (in session 10's runs without the bursts' "
                    "time, which was not counted then and is now).",
-                   md_table(LLM_HEADER, llm_rows(LLM_NOW)))
+                   md_table(LLM_HEADER, [row for f in LLM_RUNS for row in llm_rows(f)]))
 
 
 def _looks(r: dict) -> str:
@@ -391,6 +398,7 @@ def _compiles(files: list[str]) -> str:
 
 
 ONCE = ["results/session14/call1_prewarm_once.json"]
+BUSY = ["results/session15/call1_prewarm_busy.json"]
 BESIDE = ["results/session14/call2_verdict_beside.json", "results/session14/call4_verdict_beside.json"]
 HOSTILE_S14 = "results/session14/call3_hostile_gpu.json"
 
@@ -426,7 +434,7 @@ def once_section() -> str:
              f"{r['rejected_median_s']:.2f} s ({r['rejected_n']})",
              f"{r['promoted_median_s']:.2f} s ({r['promoted_n']})", _compiles_of(r)]
             for f in BESIDE for r in load(f)["rows"] if "wall_s" in r]
-    return section("One compile per specialization (compileonce), beside the judge before it", ONCE + BESIDE + [HOSTILE_S14],
+    return section("One compile per specialization (compileonce), beside the judge before it", ONCE + BESIDE + [HOSTILE_S14] + BUSY,
                    "`checker/compileonce.py`: a worker's prewarm threads share a specialization's Triton compile "
                    "and the C launcher's build instead of racing to repeat them. The probe (`once` against "
                    "`threads`, `oncetrace` against `trace`, interleaved; every `once` process reported "
@@ -439,7 +447,12 @@ def once_section() -> str:
                    f"{_pooled(_beside_runs(BESIDE, False))}. The hostile suite with compileonce (call 3): "
                    f"{_hostile(HOSTILE_S14)}.\n\n"
                    + md_table(["run", "command wall", "baseline job", "final job", "rejected candidate",
-                               "promoted candidate", "compile (median)"], rows))
+                               "promoted candidate", "compile (median)"], rows)
+                   + "\n\nDoes the replacement spare that a job starts as it takes its candidate (pool._take: import "
+                   "torch, warm the compiler) slow that candidate's compile on the H200's 16 cores? Session 15 "
+                   "call 1, `oncebusy` (such a process started just before the prewarm) against `once`, "
+                   "interleaved, no OS layers: no.\n\n"
+                   + md_table(["call", "plan", "trials", "prewarm (median)", "range"], prewarm_rows(BUSY)))
 
 
 def _beside_label(r: dict) -> str:
