@@ -26,7 +26,7 @@ from browser import Browser  # noqa: E402
 from checker.validate import make_inputs, reference_callable  # noqa: E402
 from loopback_openai import LoopbackOpenAI, error, reply  # noqa: E402
 from spec import load_spec  # noqa: E402
-from test_page import chromium_or_fail  # noqa: E402
+from pagekit import chromium_or_fail  # noqa: E402
 from test_page_states import ARTIFACTS, copy_run, keep_events, needs_chromium  # noqa: E402
 from trajectory import RunLog, end_run, read_events  # noqa: E402
 

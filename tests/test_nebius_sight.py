@@ -31,7 +31,7 @@ from backends.local import CHECKER_MODULES, CHECKER_SIGHT  # noqa: E402
 from loopback_openai import LoopbackOpenAI, reply  # noqa: E402
 from spec import load_spec  # noqa: E402
 from test_nebius_jobs import FAST, fake, flag_values  # noqa: E402,F401
-from test_page import Parsed  # noqa: E402
+from pagekit import Parsed  # noqa: E402
 from trajectory import read_events  # noqa: E402
 
 REPS, WARMUP = 8, 2

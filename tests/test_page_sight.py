@@ -16,7 +16,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import page  # noqa: E402
 from checker.kernelprofile import SM_LIMITS, kernel_summary, launch_bound  # noqa: E402
-from test_page import Parsed  # noqa: E402
+from pagekit import Parsed  # noqa: E402
 from trajectory import RunLog, read_events  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "fixtures" / "sample_run"

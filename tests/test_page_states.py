@@ -16,7 +16,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import page  # noqa: E402
 from browser import Browser, find_chromium  # noqa: E402
-from test_page import NO_CHROMIUM, REQUIRE_CHROMIUM, Parsed, chromium_or_fail  # noqa: E402
+from pagekit import NO_CHROMIUM, REQUIRE_CHROMIUM, Parsed, chromium_or_fail  # noqa: E402
 from trajectory import RunLog, end_run, read_events  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "fixtures" / "sample_run"
