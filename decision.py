@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from backends.resultline import unchecked_shapes
 from settings import LOOP_DEFAULTS
 
 
@@ -45,7 +46,20 @@ def decide(result: dict | None, min_gain: float = LOOP_DEFAULTS["min_gain"], sig
     Why the medians: a burst of slow reps on one side moves its mean and widens its spread
     too little to fail the sigma test (an H200 A/A of identical kernels: one promotion in 100
     at +2.7% in the means, medians equal; results/session4/README.md).
+    A result with shapes left unchecked (the judge checks the others only when its A/B may
+    promote) is never promoted; its rejection names them.
     Returns {verdict, promoted, reason, rule}; verdict in promoted|rejected|incorrect|failed."""
+    d = _decide(result, min_gain, sigma, require_significance)
+    left = unchecked_shapes(result)
+    if left and d["verdict"] in ("promoted", "rejected"):
+        d = {**d, "verdict": "rejected", "promoted": False,
+             "reason": f"{d['reason']}; not checked on {', '.join(left)}"
+                       + (": a promotion needs every shape" if d["promoted"] else " (it could not win)")}
+    return d
+
+
+def _decide(result, min_gain: float, sigma: float, require_significance: bool) -> dict:
+    """decide() before the unchecked shapes."""
     rule = {"min_gain": min_gain, "sigma": sigma, "require_significance": require_significance}
     if not result or not isinstance(result, dict):
         return {"verdict": "failed", "promoted": False, "reason": "no result from the backend", "rule": rule}

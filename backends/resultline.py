@@ -75,6 +75,10 @@ def validate_result(obj) -> list[str]:
     rel = obj.get("rel_l2", {})
     if rel is not None and not (isinstance(rel, dict) and all(v is None or _num(v) for v in rel.values())):
         bad.append("rel_l2 must map shape labels to numbers")
+    u = obj.get("unchecked")
+    if u is not None and not (isinstance(u, dict) and isinstance(u.get("shapes"), list)
+                              and all(isinstance(x, str) for x in u["shapes"])):
+        bad.append("unchecked must be an object whose shapes is a list of shape labels")
     for side in ("candidate", "champion"):
         st = obj.get(side)
         if st is None:
@@ -95,6 +99,14 @@ def validate_result(obj) -> list[str]:
         if obj.get(key) is not None and not isinstance(obj[key], dict):
             bad.append(f"{key} must be an object, got {type(obj[key]).__name__}")
     return bad
+
+
+def unchecked_shapes(result: dict | None) -> list[str]:
+    """The shapes a judge left unchecked because the A/B could not promote the candidate (its
+    `unchecked`); [] when every shape was checked (pure)."""
+    u = result.get("unchecked") if isinstance(result, dict) else None
+    shapes = u.get("shapes") if isinstance(u, dict) else None
+    return [str(x) for x in shapes] if isinstance(shapes, list) else []
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,13 @@ prewarm; the prewarm's wall did not move (results/session13). Stdlib at import; 
 """
 from __future__ import annotations
 
-import re
+import sys
 import time
+from pathlib import Path
 
-_SCALARS = "i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8e4nv|fp8e5|fp8e4b15|fp8e4b8|fp8e5b16|fp16|bf16|fp32|f32|fp64"
-SIG_TYPE = re.compile(rf"(?:\*k?)?(?:{_SCALARS})|constexpr")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "checker"))
+from compileonce import SIG_TYPE  # noqa: E402  (a launcher's type names: the worker's own rule)
+
 MAX_LAUNCHERS = 4   # signatures built ahead (each a C compile)
 MAX_ARGS = 64       # arguments of one signature
 

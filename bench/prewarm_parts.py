@@ -11,8 +11,11 @@ folder; plans interleaved trial by trial):
           runs timed: ptxas, the C compiler), prebuilt (threads, after building ahead, as a spare
           could, the launchers the first trial's process reported: bench/launchers.py), once
           (threads with checker/compileonce.py installed, as a worker has it now), oncetrace
-          (trace with compileonce.py) or oncebusy (once, with a process started just before the
-          prewarm that does what a replacement spare does then: import torch, warm the compiler)
+          (trace with compileonce.py), oncebusy (once, with a process started just before the
+          prewarm that does what a replacement spare does then: import torch, warm the compiler),
+          first (once, the timed shape alone, as the judge checks it before the A/B since
+          judge.check_first; the other shapes' first calls are then `second_s`) or firsttrace
+          (first, traced)
   layers  none, all, or a comma list of landlock, uid, seccomp, no_bytecode, applied as
           worker.lock_late does (uid only as root: a worker's own id, its folder chowned)
 
@@ -38,6 +41,7 @@ PLANS = ["threads@all", "prebuilt@all", "trace@all", "threads@none", "threads@la
 CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 SHAPES = [(4096, 4096, 4096), (1000, 1000, 1000), (4095, 3001, 1999), (17, 4096, 4096)]
 LATE = ("landlock", "uid", "seccomp", "no_bytecode")
+BASES = ("threads", "seq", "trace", "prebuilt", "once", "oncetrace", "oncebusy", "first", "firsttrace")
 
 CHILD = r"""
 import importlib.util, json, os, subprocess, sys, threading, time
@@ -51,7 +55,8 @@ import compileonce, compilewarm, lockdown, timing, worker
 sys.path.insert(0, root)
 from bench import launchers
 out = {"plan": plan, "import_s": round(time.perf_counter() - t0, 3), "warm": compilewarm.warm(90)}
-if base in ("once", "oncetrace", "oncebusy"):   # as worker.main installs it, before any kernel exists
+ONCE = ("once", "oncetrace", "oncebusy", "first", "firsttrace")
+if base in ONCE:   # as worker.main installs it, before any kernel exists
     out["compile_once"] = compileonce.install()
 if base == "prebuilt":   # as a spare given recent signatures builds their launchers while it waits
     out["prebuilt"] = launchers.build_launchers(sigs)
@@ -84,7 +89,7 @@ def timed(kind, f):
             tool = os.path.basename(str((a[0] if a else k.get("args"))[0])) if kind == "proc" else kind
             events.append((threading.current_thread().name, tool, round(s - T, 3), round(time.perf_counter() - T, 3)))
     return g
-if base in ("trace", "oncetrace"):
+if base in ("trace", "oncetrace", "firsttrace"):
     subprocess.run, subprocess.check_call = timed("proc", subprocess.run), timed("proc", subprocess.check_call)
     import triton.compiler, triton.compiler.compiler, triton.runtime.jit
     for mod in (triton.compiler, triton.compiler.compiler, triton.runtime.jit):
@@ -99,7 +104,9 @@ if base == "oncebusy":   # a replacement spare starting beside the prewarm, as p
     busy = subprocess.Popen([sys.executable, "-c", "import sys, torch; sys.path.insert(0, sys.argv[1]);"
                              " import compilewarm; compilewarm.warm(90)", root + "/checker"])
 t = time.perf_counter()
-if base in ("threads", "trace", "prebuilt", "once", "oncetrace", "oncebusy"):
+if base in ("first", "firsttrace"):   # the timed shape alone: what precedes the A/B
+    out["prewarm"] = timing.prewarm(m.matmul, args[:1])
+elif base in ("threads", "trace", "prebuilt") + ONCE:
     out["prewarm"] = timing.prewarm(m.matmul, args)
 else:
     for a in args:
@@ -138,7 +145,7 @@ def plan_ok(plan: str) -> str:
     """argparse type: `base@layers` with a known base and known layers."""
     base, _, layers = plan.partition("@")
     words = set() if layers in ("none", "all") else set(layers.split(","))
-    if base not in ("threads", "seq", "trace", "prebuilt", "once", "oncetrace", "oncebusy") or not layers or words - set(LATE):
+    if base not in BASES or not layers or words - set(LATE):
         raise argparse.ArgumentTypeError(f"bad plan {plan!r}: base@layers (see the docstring)")
     return plan
 

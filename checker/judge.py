@@ -114,7 +114,7 @@ def _correctness(torch, cases: list, result: dict, cand, allowed, check_ops, bar
             raise
         rel_l2[label] = max(rel, rel_l2.get(label, 0.0))
         ratios[label] = max(rel / max(c["floor"], V.FLOOR_MIN), ratios.get(label, 0.0))
-        if i == 0:
+        if i == 0 and "correctness_rest" not in result.get("phase_s", {}):
             _phase(result, "correctness_rest")   # after the first case: its one-off costs end here
     return r
 
@@ -143,29 +143,26 @@ def run(args, spec: dict, result: dict, sides: dict, pool) -> None:
     _phase(result, "references")
     job = _prepare(torch, args, spec, result, sides, timing_on)
     _load(args, spec, result, sides, job)
-    # Correctness on every shape, several fresh draws each.
-    result["stage"] = "correctness"
-    if not interpret and args.prewarm:   # the interpreter is not thread-safe and compiles nothing
-        _prewarm(result, cand, job["cases"])
-    _phase(result, "correctness")
+    # Correctness on the timed shape before its A/B; on the other shapes before it too, or, in a
+    # candidate's job (check_first), after it and only when the A/B may promote the candidate.
+    first, rest = check_first(job["cases"], job["timed_label"], deferred(args, timing_on))
     allowed = V.ALLOWED_ATEN | (V.INTERPRETER_ATEN if interpret else set())
     check_ops = (lambda *a: None) if args.candidate_torch else V.check_ops   # torch sides use torch
-    r = _correctness(torch, job["cases"], result, cand, allowed, check_ops, job["bar"],
-                     job["out_name"], str(job["device"]), job["sync"])
-    result["correct"] = True
-    result["aten_ops"] = sorted(r.get("ops", []))
-    result["draws"] = args.draws
-    no_strays()
+    check = lambda cases, suffix="": _check(torch, args, result, cand, cases, job, allowed,   # noqa: E731
+                                            check_ops, suffix)
+    check(first)
     if not timing_on:
         result["stage"] = "done"
         result["ok"] = True
         return
-    del job["cases"]
+    del job["cases"], first
     result["stage"] = "timing"
     pool.before_timing()   # a warm judge: no worker it started ahead is touching the GPU now
     _phase(result, "timing")
     tol, mult, _ = job["bar"]
     job["timed"].run(result, sides, job["ref_dtype"], allowed, tol, mult, check_ops)
+    if rest:
+        _the_rest(result, spec, rest, check)
     _phase(result, "verdict")
     no_strays()   # before the second look, whose own helpers are the judge's children
     if args.peers or args.profile_kernel:
@@ -173,6 +170,53 @@ def run(args, spec: dict, result: dict, sides: dict, pool) -> None:
         _phase(result, "sight")
         look = sight.cached_in_judge if getattr(args, "sight_cache", None) else sight.in_judge
         look(torch, spec, args, result, cand, job["timed"], job["device"], job["ref_dtype"])
+
+
+def deferred(args, timing_on: bool) -> bool:
+    """Whether the shapes other than the timed one wait for the A/B (pure): in a job that times a
+    candidate, unless --all-shapes-first or --peers (the baseline's and the final job, whose
+    report is the kernel itself: every shape before anything is timed)."""
+    return timing_on and not args.all_shapes_first and not args.peers
+
+
+def check_first(cases: list, timed_label: str, defer: bool) -> tuple[list, list]:
+    """(the cases checked before the A/B, those left for after it), in draw order (pure): all
+    first unless `defer`; with it the timed shape's first, the others after (all first when no
+    case has the timed shape's label)."""
+    first = [c for c in cases if c["label"] == timed_label] if defer else cases
+    if not first:
+        return cases, []
+    return first, [c for c in cases if c["label"] != timed_label] if defer else []
+
+
+def _check(torch, args, result: dict, cand, cases: list, job: dict, allowed, check_ops,
+           suffix: str = "") -> None:
+    """`cases` through the candidate: their shapes' first calls at once (prewarm), then
+    correctness; result["correct"] True when they all pass (Reject otherwise)."""
+    result["stage"] = "correctness"
+    if args.mode != "interpret" and args.prewarm:   # the interpreter is not thread-safe and compiles nothing
+        _prewarm(result, cand, cases, suffix)
+    _phase(result, "correctness" + suffix)
+    r = _correctness(torch, cases, result, cand, allowed, check_ops, job["bar"],
+                     job["out_name"], str(job["device"]), job["sync"])
+    result["correct"] = True
+    result["aten_ops"] = sorted(set(result.get("aten_ops") or ()) | set(r.get("ops", [])))
+    result["draws"] = args.draws
+    no_strays()
+
+
+def _the_rest(result: dict, spec: dict, rest: list, check) -> None:
+    """After the A/B: the other shapes checked when it may promote the candidate (pool's rule,
+    the spec's bar), else named in `unchecked` (never promoted: decision.decide)."""
+    from pool import may_be_promoted
+    shapes = list(dict.fromkeys(c["label"] for c in rest))
+    if not may_be_promoted(result, float(spec.get("min_gain") or 0.0)):
+        result["unchecked"] = {"shapes": shapes, "why": "its A/B cannot promote it: the shapes "
+                               "other than the timed one were not compiled or checked"}
+        return
+    _phase(result, "others")
+    check(rest, "_others")   # Reject on a wrong shape: the job fails, its A/B numbers kept
+    result["stage"] = "done"
 
 
 def _prepare(torch, args, spec: dict, result: dict, sides: dict, timing_on: bool) -> dict:
@@ -215,7 +259,7 @@ def _prepare(torch, args, spec: dict, result: dict, sides: dict, timing_on: bool
     for c in cases:
         result["floors"][c["label"]] = max(c["floor"], result["floors"].get(c["label"], 0.0))
     return {"cases": cases, "timed": timed, "device": device, "ref_dtype": ref_dtype, "sync": sync,
-            "out_name": out_name, "bar": (tol, mult, sixteen)}
+            "out_name": out_name, "bar": (tol, mult, sixteen), "timed_label": V.shape_label(shapes[0])}
 
 
 def _load(args, spec: dict, result: dict, sides: dict, job: dict) -> None:
@@ -244,15 +288,15 @@ def _load(args, spec: dict, result: dict, sides: dict, job: dict) -> None:
     result["identity"] = {"candidate": cand.identity}
 
 
-def _prewarm(result: dict, cand, cases: list) -> None:
+def _prewarm(result: dict, cand, cases: list, suffix: str = "") -> None:
     """Every shape's first call at once (Triton compiles them in threads)."""
-    _phase(result, "prewarm")
+    _phase(result, "prewarm" + suffix)
     firsts = {}
     for c in cases:
         firsts.setdefault(c["label"], c["descs"])
     r = cand.expect_ok(cand.w.call("prewarm", list(firsts.values())), "correctness", "prewarm failed")
-    result["prewarm"] = r.get("prewarm")
-    if (result["prewarm"] or {}).get("stuck"):
+    result["prewarm" + suffix] = r.get("prewarm")
+    if (r.get("prewarm") or {}).get("stuck"):
         raise Reject("correctness", "candidate did not return within the prewarm time limit")
 
 
@@ -358,6 +402,9 @@ def parse_args(argv=None):
     p.add_argument("--layers", default=os.environ.get("KERNLOOP_CONTAIN_LAYERS") or None,
                    help=f"OS layers of the workers: all (default), none, or some of {', '.join(lockdown.LAYERS)}")
     _ab_options(p)
+    p.add_argument("--all-shapes-first", action="store_true",
+                   help="check every shape before the A/B (the default checks the timed shape first "
+                        "and the others only when the A/B may promote the candidate; --peers implies this)")
     p.add_argument("--no-prewarm", dest="prewarm", action="store_false",
                    default=os.environ.get("KERNLOOP_PREWARM", "1") != "0",
                    help="compile shape by shape instead of all at once (default from "

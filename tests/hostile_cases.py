@@ -14,6 +14,8 @@ from __future__ import annotations
 ALLOC = "    c = torch.empty((M, N), device=a.device, dtype=a.dtype)\n"
 LAUNCH_END = "                         num_stages=cfg[\"num_stages\"])\n"
 RET = "    return c\n"
+FAST_FROM = "CONFIG = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=1, num_warps=4, num_stages=2)"
+FAST_TO = "CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)"
 
 
 def _after_alloc(extra: str):
@@ -69,9 +71,11 @@ CASES = {
     "try_except_fallback": (_after_alloc("    try:\n        raise RuntimeError('kernel failed')\n"
                                          "    except RuntimeError:\n        return torch.mm(a, b)\n"),
                             "computed with torch ops", "any"),
-    # -- shape-specific behaviour: right on most shapes, wrong on one odd one
-    "shape_specific": (_after_alloc("    if M == 130 or M == 4095:\n        return torch.zeros_like(c)\n"),
-                       "rel-L2", "any"),
+    # -- shape-specific behaviour: right on most shapes, wrong on one odd one; fast on the timed
+    # shape (the tuner's 128x128x64 tiles), so that on the GPU its A/B may promote it and the
+    # judge checks the other shapes after it (judge.check_first): there it fails
+    "shape_specific": (lambda b: _after_alloc("    if M == 130 or M == 4095:\n        return torch.zeros_like(c)\n")(b)
+                       .replace(FAST_FROM, FAST_TO), "rel-L2", "any"),
     # -- tampering with the harness
     "patches_event_timer": (_prefix("import torch\ntorch.cuda.Event.elapsed_time = lambda self, end: 0.001\n"),
                             "replaced torch.cuda.Event.elapsed_time", "any"),

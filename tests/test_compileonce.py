@@ -93,7 +93,7 @@ def test_threads_racing_to_one_specialization_compile_it_once_with_the_wrapper(t
     print("compiles without the wrapper:", off["compiles"])
     assert on["installed"]["jit"] is True
     assert on["compiles"] == 2, on   # with the wrapper: exactly one per specialization
-    assert on["stats"] == {"compiled": 2, "joined": 2}, on
+    assert on["stats"] == {"compiled": 2, "joined": 2, "launchers_ahead": 0}, on   # 3.8: no per-signature launcher
 
 
 def test_equal_keys_run_once_and_wait_other_keys_run_side_by_side():
@@ -186,3 +186,72 @@ def test_the_same_key_asked_again_inside_its_own_run_does_not_wait_for_itself():
     t.join(5)
     assert not t.is_alive(), "the wrapper deadlocked on its own key"
     assert depth == ["a", "a", "outer(inner)"]
+
+
+def _driver_36():
+    """A module-like stand-in with Triton 3.6's launcher functions (make_launcher reads only the
+    signature's types; compile_module_from_src builds for 0.15 s and records what it built)."""
+    class Driver:
+        built, include_dirs, libraries = [], ["inc"], ["cuda"]
+
+        @staticmethod
+        def library_dirs():
+            return ["lib"]
+
+        @staticmethod
+        def make_launcher(constants, signature, tensordesc_meta):
+            return "C for " + ",".join(signature.values())
+
+        @classmethod
+        def compile_module_from_src(cls, src, name, library_dirs=None, include_dirs=None, libraries=None):
+            time.sleep(0.15)
+            cls.built.append((src, name, time.monotonic()))
+            return name
+    return Driver
+
+
+def test_launcher_types_take_pointers_scalars_and_constexprs_only():
+    assert compileonce.launcher_types({"a": "*bf16", "n": "i32", "B": "constexpr"}) == ("*bf16", "i32", "constexpr")
+    assert compileonce.launcher_types({"d": "tensordesc<bf16[64, 64]>", "n": "i32"}) is None   # needs metadata
+    assert compileonce.launcher_types({"t": ("*fp16", "i32")}) is None   # a tuple argument
+    assert compileonce.launcher_types({"x": "*fp16); system(\"id\"); (void"}) is None   # never C text
+    assert compileonce.launcher_types({}) is None and compileonce.launcher_types(None) is None
+
+
+def test_a_compile_starts_its_launcher_build_beside_it_once_per_signature():
+    Driver = _driver_36()
+    assert compileonce._launcher_part(Driver) is True
+    ahead = compileonce.launcher_ahead(Driver)
+    done = {}
+
+    class JIT:   # Triton 3.6's _do_compile(self, key, signature, device, ...): 0.3 s per compile
+        device_caches = {0: ({},)}
+
+        def _do_compile(self, key, signature, device, constexprs=None, options=None, attrs=None, warmup=False):
+            time.sleep(0.3)
+            done[key] = time.monotonic()
+            self.device_caches[device][0][key] = f"kernel-{key}"
+            return self.device_caches[device][0][key]
+    assert compileonce._jit_part(JIT, ahead) is True
+    before = compileonce.STATS["launchers_ahead"]
+    sig = {"a": "*bf16", "b": "*bf16", "n": "i32", "BLOCK": "constexpr"}
+    fn = JIT()
+    ts = [threading.Thread(target=fn._do_compile, args=(k, sig, 0)) for k in ("spec1", "spec2")]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    for _ in range(50):   # the build thread is a daemon: give it its last moment
+        if Driver.built:
+            break
+        time.sleep(0.01)
+    assert [b[:2] for b in Driver.built] == [("C for *bf16,*bf16,i32,constexpr", "__triton_launcher")]   # once
+    assert Driver.built[0][2] < min(done.values())   # built while the compiles ran, not after
+    assert compileonce.STATS["launchers_ahead"] - before == 1
+    # Triton's own build after the compile (same source) is serialized behind it and finds it
+    Driver.compile_module_from_src(src="C for *bf16,*bf16,i32,constexpr", name="__triton_launcher")
+    assert len(Driver.built) == 2
+
+
+def test_no_launcher_ahead_without_triton_36s_per_signature_launcher():
+    class Driver38:   # Triton 3.8: one generic launcher, no make_launcher
+        pass
+    assert compileonce.launcher_ahead(Driver38) is None

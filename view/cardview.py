@@ -5,6 +5,7 @@ import math
 from pathlib import Path
 from urllib.parse import quote
 
+from backends.resultline import unchecked_shapes
 from standing.diagnosis import ceiling_kinds, roof_pcts
 from view.htmlfmt import (as_dict, as_int, as_list, as_text, clip, diff_rows, dom_id, finite, fmt_bool, fmt_clock,
                      fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, num, render_diff, safe_href)
@@ -148,6 +149,8 @@ def rel_rows(result):
             ok = False
         rows.append({"shape": as_text(shape).replace("x", "×") if isinstance(shape, str) else as_text(shape),
                      "value": fmt_num(v, 3) if v is not None else as_text(val, "—"), "ok": ok})
+    for shape in unchecked_shapes(result):   # the judge's: its A/B could not promote it
+        rows.append({"shape": shape.replace("x", "×"), "value": "not checked", "ok": None})
     return rows, tol
 
 
