@@ -76,7 +76,9 @@ class Worker:
             self.torch.cuda.synchronize()
 
     def watched(self) -> dict:
-        """What the OS and the hooks saw since the kernel file was imported."""
+        """What the OS and the hooks saw since the kernel file was imported (the launcher builds
+        this worker started beside its compiles joined first: harness threads, never the kernel's)."""
+        compileonce.settle()
         return {"ops": sorted(self.rec.ops), "audit": sorted(set(self.audit.seen)),
                 "guards": contain.changed_guards(self.guards, self.torch, globals())
                 if self.guards is not None else []}
