@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 
-from backends.resultline import unchecked_shapes
 from settings import LOOP_DEFAULTS
 
 
@@ -34,6 +33,14 @@ def same_bytes(result: dict | None, judged: dict) -> dict | None:
                     "error": f"the {side} bytes timed are not the bytes judged (sha256 "
                              f"{str(got.get(side))[:16]} timed, {want[:16]} judged)"}
     return result
+
+
+def unchecked_shapes(result: dict | None) -> list[str]:
+    """The shapes a judge left unchecked because the A/B could not promote the candidate (its
+    `unchecked`); [] when every shape was checked (pure)."""
+    u = result.get("unchecked") if isinstance(result, dict) else None
+    shapes = u.get("shapes") if isinstance(u, dict) else None
+    return [str(x) for x in shapes] if isinstance(shapes, list) else []
 
 
 def decide(result: dict | None, min_gain: float = LOOP_DEFAULTS["min_gain"], sigma: float = LOOP_DEFAULTS["sigma"],

@@ -101,14 +101,6 @@ def validate_result(obj) -> list[str]:
     return bad
 
 
-def unchecked_shapes(result: dict | None) -> list[str]:
-    """The shapes a judge left unchecked because the A/B could not promote the candidate (its
-    `unchecked`); [] when every shape was checked (pure)."""
-    u = result.get("unchecked") if isinstance(result, dict) else None
-    shapes = u.get("shapes") if isinstance(u, dict) else None
-    return [str(x) for x in shapes] if isinstance(shapes, list) else []
-
-
 @dataclass(frozen=True)
 class Timing:
     """One side's timing stats from a result line (milliseconds; None where the line has none)."""

@@ -21,6 +21,7 @@ EXERCISED = {   # what one A/A job of each judge samples (docs/warm-judge.md)
 
 # The A/A of record: separate judge jobs through today's judge (session 15: compileonce, session
 # 11's burst rule, both sides even); then session 9's, the first with both sides even (ef29da1e).
+AA_FIRST = ["results/session16/call3_aa_matmul.json"]   # the timed shape first (session 16)
 AA_NOW = ["results/session15/call2_aa_softmax.json", "results/session15/call2_aa_matmul.json"]
 AA_OF_RECORD = ["results/session9/callB_aa_jobs_softmax.json", "results/session9/callB_aa_jobs_matmul.json"]
 EVEN_STUDY = ["results/session9/callA_aa_even_none.json", "results/session9/callA_aa_even_reads.json",
@@ -54,7 +55,8 @@ AA_HEADER = ["what", "false promotions", "gain median (means)", "champion slower
 def aa_section() -> str:
     rounds = "results/session4/call5_judge_validation.json"
     batches = ["results/session4/call3_aa_batch.json", "results/session4/call4_aa_batch.json"]
-    rows = aa_jobs_rows(AA_NOW, ", today's judge, session 15") + \
+    rows = aa_jobs_rows(AA_FIRST, ", today's judge, session 16") + \
+        aa_jobs_rows(AA_NOW, ", every shape first, session 15") + \
         aa_jobs_rows(AA_OF_RECORD, ", both sides even, session 9")
     v = load(rounds)
     for key in ("aa_softmax", "aa_matmul"):
@@ -70,13 +72,14 @@ def aa_section() -> str:
                  f"**{sum(d['false_promotions_with_confirmation'] for d in b)}/{n}** with",
                  "—", "—", f"{won} copies won their batch and {sum(d['confirmation_jobs'] for d in b)} confirmation "
                  "jobs ran: the confirmation rule was never exercised on the H200 (its CPU tests show it act)"])
-    return section("A/A: false promotions of an identical copy", AA_NOW + AA_OF_RECORD + [rounds, *batches],
+    return section("A/A: false promotions of an identical copy", AA_FIRST + AA_NOW + AA_OF_RECORD + [rounds, *batches],
                    "Every promotion here is false (the candidate is a copy of the champion). Promotion "
                    "rule: mean and median better by more than 2%, the gap above 2 standard errors. The "
                    "gain column is by means (bursts of slow reps move it; the medians condition keeps them "
                    "from promoting); the offset column counts the jobs whose champion median was the "
-                   "slower and gives the median of champion minus candidate. The first two rows are the A/A "
-                   "of record, through the judge as it is now (results/session15/README.md); the next two, "
+                   "slower and gives the median of champion minus candidate. The first row is through the judge "
+                   "as it is now, the timed shape first (results/session16/README.md); the next two, the A/A "
+                   "of record before it, every shape first (results/session15/README.md); the next two, "
                    "session 9's, the first with both sides even, the judge's default since ef29da1e (the "
                    "champion's arena as large as the candidate's, its timed outputs read as the "
                    "candidate's). What each figure exercised is in its last column.",
@@ -161,7 +164,8 @@ def power_section() -> str:
                    "session 10 and session 11 call 1, two bursts a worker and the lower side's floor at "
                    "0.025-0.03 ms (call 1's second row: one settle spin a burst); call 2, three bursts and "
                    "no garbage collection in a timed region; call 3, today's rule (the lower side's floor "
-                   f"{clock.BURST_TOL_LOW_MS} ms); session 15, the judge as it is now (compileonce).",
+                   f"{clock.BURST_TOL_LOW_MS} ms); session 15, with compileonce, every shape first. The judge "
+                   "as it is now (the timed shape first): its own section below.",
                    md_table(["spec", "how", "promoted", "true gain (median)", "not promoted, why"], rows))
 
 

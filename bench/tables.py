@@ -23,6 +23,7 @@ from bench.judge_tables import (AA_HEADER, LLM_HEADER, SPEED_HEADER, SPEED_S7, S
                                 even_section, fidelity_section, llm_rows, llm_section, older_aa_jobs,
                                 once_section, power_section, prewarm_section, speed_rows,
                                 speed_section)
+from bench.first_tables import first_section  # noqa: E402
 from bench.table_kit import clip, load, md_table, ms, pct, section  # noqa: E402
 
 RESULTS, HISTORY = ROOT / "docs" / "results.md", ROOT / "docs" / "history.md"
@@ -168,7 +169,7 @@ def render_results() -> str:
              "`device` tool; raw JSON, logs and commands under `results/`. Older numbers, superseded "
              "by these, are in [history.md](history.md). No number here is synthetic.",
              peers_section(current=True), aa_section(), even_section(), bias_section(), power_section(),
-             burst_section(), speed_section(), prewarm_section(), once_section(), llm_section(),
+             burst_section(), speed_section(), prewarm_section(), once_section(), first_section(), llm_section(),
              cost_section(),
              fidelity_section()]
     return "\n\n".join(p for p in parts if p) + "\n"

@@ -34,6 +34,42 @@ def bursts_needed(result: dict, every: bool = False) -> bool:
     return every or c["median_ms"] < b["median_ms"]
 
 
+def add_options(p) -> None:
+    """The A/B's flags: flush, draws, reps, rounds, settle spin, early rejection, bursts, even sides."""
+    p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
+    p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--min-warm-ms", type=float, default=50.0,
+                   help="warm up at least this long: an idle GPU starts at low clocks")
+    p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="benchmarks: N whole A/B rounds between the same two workers (default 1)")
+    p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
+                   help="GPU spin after each flush, in clock cycles, the same for both workers: it "
+                        "covers the host's launch work (0: none)")
+    p.add_argument("--no-early-reject", dest="early_reject", action="store_false",
+                   help="run every timed rep even for a candidate clearly slower than the champion "
+                        "(timing.clearly_slower ends such an A/B after its first reps by default)")
+    p.add_argument("--clock-burst", type=int, default=None, metavar="K",
+                   help=f"after the A/B, time {clock.BURSTS} bursts of K calls per worker whole on the judge's "
+                        "clock and reject a per-call overhead shift beyond the tolerance "
+                        "(clock.burst_verdict; clock_burst in the result); default "
+                        f"{clock.BURST_K} on the GPU, none in the interpreter; 0: none")
+    p.add_argument("--burst-every", action="store_true",
+                   help="run the bursts after every A/B that ran to its end (measurements of the honest "
+                        "spread), not only when the candidate came out faster by median")
+    p.add_argument("--burst-spin", choices=["each", "once"], default="each",
+                   help="the settle spin in a burst: after each call's flush (as in the A/B; the "
+                        "default) or once before the first (measured on the H200 beside it: no clear "
+                        "gain, a wider honest spread on softmax; docs/guarantees.md)")
+    p.add_argument("--even", default="arena,reads", metavar="WHAT",
+                   help="what is made alike between the two sides, a comma list of: arena (the "
+                        "champion's arena as large as the candidate's), reads (the judge reads the "
+                        "champion's inputs and output after each rep pair, as the candidate's); "
+                        "default both (without arena, softmax's champion was slower in 28 of 30 "
+                        "H200 A/A jobs: results/session9); 'none' (benchmarks only) for neither")
+
+
 class TimedSets:
     """The timed shape's input sets and output slot in each worker's arena. On the CPU
     (interpret mode with --host-clock) the timed shape is the first check shape, and nothing

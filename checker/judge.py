@@ -39,13 +39,13 @@ import traceback
 T0 = time.monotonic()
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import channel  # noqa: E402  (flat siblings: this folder is what a Nebius job holds)
+import ab  # noqa: E402  (flat siblings: this folder is what a Nebius job holds)
+import channel  # noqa: E402
 import clock  # noqa: E402
 import contain  # noqa: E402
 import lockdown  # noqa: E402
 import scratch  # noqa: E402
 from sides import ColdPool, no_strays  # noqa: E402
-import timing  # noqa: E402
 import source  # noqa: E402
 import validate as V  # noqa: E402
 from validate import Reject  # noqa: E402
@@ -243,7 +243,6 @@ def _prepare(torch, args, spec: dict, result: dict, sides: dict, timing_on: bool
     timed = None
     cand = sides["candidate"]
     if timing_on:   # the champion's setup is queued now and proceeds while the candidate is checked
-        import ab
         args.champion_load = source.payload(spec, args, "champion", out_name)
         timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
         size += timed.nbytes
@@ -335,42 +334,6 @@ def emit_line(fd: int, result: dict) -> bool:
         return False
 
 
-def _ab_options(p) -> None:
-    """The A/B's flags: flush, draws, reps, rounds, settle spin, early rejection, bursts, even sides."""
-    p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read")
-    p.add_argument("--draws", type=int, default=3, help="fresh input draws per shape (>= 1)")
-    p.add_argument("--warmup", type=int, default=None)
-    p.add_argument("--min-warm-ms", type=float, default=50.0,
-                   help="warm up at least this long: an idle GPU starts at low clocks")
-    p.add_argument("--reps", type=int, default=None)
-    p.add_argument("--rounds", type=int, default=1,
-                   help="benchmarks: N whole A/B rounds between the same two workers (default 1)")
-    p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
-                   help="GPU spin after each flush, in clock cycles, the same for both workers: it "
-                        "covers the host's launch work (0: none)")
-    p.add_argument("--no-early-reject", dest="early_reject", action="store_false",
-                   help="run every timed rep even for a candidate clearly slower than the champion "
-                        "(timing.clearly_slower ends such an A/B after its first reps by default)")
-    p.add_argument("--clock-burst", type=int, default=None, metavar="K",
-                   help=f"after the A/B, time {clock.BURSTS} bursts of K calls per worker whole on the judge's "
-                        "clock and reject a per-call overhead shift beyond the tolerance "
-                        "(clock.burst_verdict; clock_burst in the result); default "
-                        f"{clock.BURST_K} on the GPU, none in the interpreter; 0: none")
-    p.add_argument("--burst-every", action="store_true",
-                   help="run the bursts after every A/B that ran to its end (measurements of the honest "
-                        "spread), not only when the candidate came out faster by median")
-    p.add_argument("--burst-spin", choices=["each", "once"], default="each",
-                   help="the settle spin in a burst: after each call's flush (as in the A/B; the "
-                        "default) or once before the first (measured on the H200 beside it: no clear "
-                        "gain, a wider honest spread on softmax; docs/guarantees.md)")
-    p.add_argument("--even", default="arena,reads", metavar="WHAT",
-                   help="what is made alike between the two sides, a comma list of: arena (the "
-                        "champion's arena as large as the candidate's), reads (the judge reads the "
-                        "champion's inputs and output after each rep pair, as the candidate's); "
-                        "default both (without arena, softmax's champion was slower in 28 of 30 "
-                        "H200 A/A jobs: results/session9); 'none' (benchmarks only) for neither")
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--spec", required=True, help="resolved spec JSON")
@@ -401,7 +364,7 @@ def parse_args(argv=None):
                         "best-effort (GPU default): it runs and reports what held")
     p.add_argument("--layers", default=os.environ.get("KERNLOOP_CONTAIN_LAYERS") or None,
                    help=f"OS layers of the workers: all (default), none, or some of {', '.join(lockdown.LAYERS)}")
-    _ab_options(p)
+    ab.add_options(p)
     p.add_argument("--all-shapes-first", action="store_true",
                    help="check every shape before the A/B (the default checks the timed shape first "
                         "and the others only when the A/B may promote the candidate; --peers implies this)")

@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 from urllib.parse import quote
 
-from backends.resultline import unchecked_shapes
+from decision import unchecked_shapes
 from standing.diagnosis import ceiling_kinds, roof_pcts
 from view.htmlfmt import (as_dict, as_int, as_list, as_text, clip, diff_rows, dom_id, finite, fmt_bool, fmt_clock,
                      fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, num, render_diff, safe_href)
