@@ -13,6 +13,7 @@ BESIDE = ["results/session16/call2_verdict_beside.json"]
 HOSTILE = "results/session16/call1_hostile_gpu.json"
 AA = "results/session16/call3_aa_matmul.json"
 AA_S15 = "results/session15/call2_aa_matmul.json"   # the spread of gains on another machine start
+POWER_S15 = "results/session15/call3_power.json"
 # Power: call 3 on one machine start; calls 4 and 5 on the next, halves alternating (call 4's
 # every-shape-first halves stopped at argparse, so call 5 ran them beside two more halves).
 POWER = {"results/session16/call3_power.json": "timed shape first",
@@ -55,9 +56,18 @@ def power_rows() -> list[list[str]]:
     rows = []
     for f, how in POWER.items():
         r = load(f)["rows"][0]
+        spread = [statistics.pstdev(x[k] for x in r["jobs"] if x.get(k) is not None) for k in ("gain_median", "gain_mean")]
         rows.append([_run_of(f), how, f"{len(r['jobs'])} separate jobs", f"**{r['promotions']}/{len(r['jobs'])}**",
-                     pct(r["gain_median_median"], 1), _not_promoted(r["jobs"])])
+                     pct(r["gain_median_median"], 1), f"{pct(spread[0])[1:]}, {pct(spread[1])[1:]}",
+                     _not_promoted(r["jobs"])])
     return rows
+
+
+def _spread(f: str) -> str:
+    """'0.27%, 0.41%': the sd of a power file's job gains by medians and by means (pure)."""
+    jobs = load(f)["rows"][0]["jobs"]
+    return ", ".join(pct(statistics.pstdev(x[k] for x in jobs if x.get(k) is not None))[1:]
+                     for k in ("gain_median", "gain_mean"))
 
 
 def _power_sum(how: str, files: list[str]) -> str:
@@ -72,7 +82,7 @@ def first_section() -> str:
             for f in BESIDE for r in load(f)["rows"] if "wall_s" in r]
     aa, aa15 = load(AA)["summary"], load(AA_S15)["summary"]
     later = [f for f in POWER if "call3" not in f]
-    return section("The timed shape first, beside every shape first", PROBE + BESIDE + [HOSTILE, AA, AA_S15, *POWER],
+    return section("The timed shape first, beside every shape first", PROBE + BESIDE + [HOSTILE, AA, AA_S15, *POWER, POWER_S15],
                    "`judge.check_first`: a candidate's job compiles and checks the timed shape, runs the A/B, "
                    "and compiles and checks the other shapes only when the A/B may promote the candidate "
                    "(docs/warm-judge.md); the worker builds Triton's C launcher beside the compile "
@@ -95,5 +105,8 @@ def first_section() -> str:
                    "15, on another machine start). Power, 5% faster candidates in separate jobs: call 3 on one machine "
                    f"start; calls 4 and 5 on the next, halves alternating: the timed shape first "
                    f"{_power_sum('timed shape first', later)}, every shape first {_power_sum('every shape first', later)}.\n\n"
-                   + md_table(["call", "judge", "how", "promoted", "true gain (median)", "not promoted, why"],
-                              power_rows()))
+                   + "The spread of the jobs' gains (sd) by medians and by means: a burst of slow reps moves a "
+                   "mean, not a median; both judges' runs here had such bursts, session 15's far fewer "
+                   f"(sd {_spread(POWER_S15)} on its machine start).\n\n"
+                   + md_table(["call", "judge", "how", "promoted", "true gain (median)", "gain sd (medians, means)",
+                               "not promoted, why"], power_rows()))

@@ -86,3 +86,11 @@ def test_a_result_with_unchecked_shapes_is_never_promoted():
     assert d["reason"].endswith(f"not checked on {OTHER}: a promotion needs every shape")
     assert validate_result({**r, "unchecked": {"shapes": "all"}}) == [
         "unchecked must be an object whose shapes is a list of shape labels"]
+
+
+def test_the_page_lists_unchecked_shapes_as_not_checked():
+    from view.cardview import rel_rows
+    rows, tol = rel_rows({"rel_l2": {"4096x4096x4096": 0.003}, "tolerance": 0.01,
+                          "unchecked": {"shapes": ["1000x1000x1000"], "why": "its A/B cannot promote it"}})
+    assert tol == 0.01 and rows == [{"shape": "4096×4096×4096", "value": "0.003", "ok": True},
+                                    {"shape": "1000×1000×1000", "value": "not checked", "ok": None}]
