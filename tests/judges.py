@@ -22,3 +22,17 @@ def check_cmd(checker_dir: Path | None = None) -> list[str]:
     if warm():
         return [sys.executable, str(WARM_CHECK), "--serve", str(d / "serve.py")]
     return [sys.executable, str(d / "check.py")]
+
+
+def judge_files(tmp_path: Path, spec: dict, code: str, champion: str, flags, timeout: float = 300) -> dict:
+    """One job through check_cmd(): `spec` (the checker's JSON), the candidate `code` and the
+    `champion` written into tmp_path, check.py's `flags` after them; the parsed result line."""
+    import json
+    from backends.local import parse_child
+    from backends.sandbox import run_child
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "cand.py").write_text(code)
+    (tmp_path / "champ.py").write_text(champion)
+    out = run_child([*check_cmd(), "--spec", str(tmp_path / "spec.json"), "--candidate", str(tmp_path / "cand.py"),
+                     "--champion", str(tmp_path / "champ.py"), *flags], timeout, cwd=str(tmp_path))
+    return parse_child(out, "synthetic", True, tmp_path / "checker.log")

@@ -3,14 +3,11 @@ the timed shape before the A/B and the other shapes after it, only when the A/B 
 candidate; a result with shapes left unchecked is never promoted (decision.decide). On the CPU:
 real Triton kernels in the interpreter, the A/B on host clocks (--host-clock: the rules only),
 two check shapes, the first timed. bf16 is checked as fp16 here."""
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import decision
-from backends.local import parse_child
 from backends.resultline import validate_result
-from backends.sandbox import run_child
 from checker.judge import check_first, deferred
 from spec import load_spec
 from tests import judges
@@ -26,14 +23,9 @@ WRONG_ON_OTHER = BASE.replace("_matmul_kernel[grid](a, b, c, M, N, K,", "_matmul
 def timed(tmp_path, code, champion, *extra):
     spec = SPEC.to_checker()
     spec["check_shapes"] = [{"M": 37, "N": 45, "K": 29}, {"M": 130, "N": 70, "K": 100}]
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    (tmp_path / "cand.py").write_text(code)
-    (tmp_path / "champ.py").write_text(champion)
-    out = run_child([*judges.check_cmd(), "--spec", str(tmp_path / "spec.json"),
-                     "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
-                     "--mode", "interpret", "--host-clock", "--draws", "1", "--reps", "20",
-                     "--warmup", "2", "--backend", "synthetic", *extra], 300, cwd=str(tmp_path))
-    return parse_child(out, "synthetic", True, tmp_path / "checker.log")
+    return judges.judge_files(tmp_path, spec, code, champion, ["--mode", "interpret", "--host-clock", "--draws", "1",
+                                                               "--reps", "20", "--warmup", "2", "--backend",
+                                                               "synthetic", *extra])
 
 
 def test_which_cases_go_first_is_a_pure_rule():

@@ -32,13 +32,8 @@ CPU_CASES = {k: v for k, v in CASES.items() if v[2] == "any"}
 def check(tmp_path, code, timeout=120):
     spec = SPEC.to_checker()
     spec["check_shapes"] = [{"M": 37, "N": 45, "K": 29}, {"M": 130, "N": 70, "K": 100}]
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    (tmp_path / "cand.py").write_text(code)
-    (tmp_path / "champ.py").write_text(BASE)
-    out = run_child([*judges.check_cmd(), "--spec", str(tmp_path / "spec.json"),
-                     "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
-                     "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], timeout, cwd=str(tmp_path))
-    return parse_child(out, "synthetic", True, tmp_path / "checker.log")
+    return judges.judge_files(tmp_path, spec, code, BASE, ["--mode", "interpret", "--draws", "2", "--backend",
+                                                          "synthetic"], timeout)
 
 
 def check_timed(tmp_path, code, reps=12, extra=(), champion=BASE):
@@ -46,14 +41,9 @@ def check_timed(tmp_path, code, reps=12, extra=(), champion=BASE):
     host clocks, the rules only), 3 draws of one check shape, `reps` timed reps."""
     spec = SPEC.to_checker()
     spec["check_shapes"] = [{"M": 37, "N": 45, "K": 29}]
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    (tmp_path / "cand.py").write_text(code)
-    (tmp_path / "champ.py").write_text(champion)
-    out = run_child([*judges.check_cmd(), "--spec", str(tmp_path / "spec.json"),
-                     "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
-                     "--mode", "interpret", "--host-clock", "--draws", "3", "--reps", str(reps),
-                     "--warmup", "2", "--backend", "synthetic", *extra], 300, cwd=str(tmp_path))
-    return parse_child(out, "synthetic", True, tmp_path / "checker.log")
+    return judges.judge_files(tmp_path, spec, code, champion, ["--mode", "interpret", "--host-clock", "--draws", "3",
+                                                               "--reps", str(reps), "--warmup", "2", "--backend",
+                                                               "synthetic", *extra])
 
 
 TIMED_CASES = {k: v for k, v in CASES.items() if v[2] == "timed"}
