@@ -32,13 +32,14 @@ def kernel(i: int) -> str:
 
 
 class ScriptedBackend(Backend):
-    """Times nothing: a candidate's mean is speed[its id] (baseline 1.0). waits[cid] names a
-    candidate whose decision must be logged before this one's job returns; crash names ids
+    """Times nothing: a candidate's mean is speed[its id] (baseline 1.0). waits[cid] names the
+    candidate (or tuple of them) whose decision must be logged before this one's job returns; crash names ids
     whose job raises (a worker that crashes)."""
     name, synthetic, device = "scripted", True, SYNTHETIC_DEVICE
 
     def __init__(self, speed, waits=None, crash=(), workers=2):
-        self.speed, self.waits, self.crash, self.workers = speed, waits or {}, set(crash), workers
+        self.speed, self.crash, self.workers = speed, set(crash), workers
+        self.waits = {c: (w,) if isinstance(w, str) else w for c, w in (waits or {}).items()}
         self.decided: dict[str, threading.Event] = {}
         self.jobs: list[tuple] = []
         self.lock = threading.Lock()
@@ -61,8 +62,8 @@ class ScriptedBackend(Backend):
         # like a judge, it reports the hash of the bytes it read (decision.same_bytes holds it)
         sha = lambda f: hashlib.sha256(Path(f).read_bytes()).hexdigest()  # noqa: E731
         for cid, path in candidates:
-            if cid in self.waits:
-                assert self.event(self.waits[cid]).wait(30), f"{cid} waited in vain"
+            for other in self.waits.get(cid, ()):
+                assert self.event(other).wait(30), f"{cid} waited in vain for {other}"
             if cid in self.crash:
                 raise RuntimeError(f"worker died on {cid}")
             stat = lambda m: {"mean_ms": m, "std_ms": 0.001, "n": 50}  # noqa: E731
@@ -230,8 +231,9 @@ def test_a_worker_that_crashes_fails_its_candidate_and_the_loop_goes_on(tmp_path
 
 
 def test_the_rejection_streak_counts_in_decided_order(tmp_path):
-    # it0001 finishes last; the streak of 3 closes on the third DECIDED rejection.
-    backend = ScriptedBackend({}, waits={"it0001": "it0003"}, workers=3)
+    # it0001 finishes last (it waits for both others: under load it0002's job may start after
+    # it0003's ends); the streak of 3 closes on the third DECIDED rejection.
+    backend = ScriptedBackend({}, waits={"it0001": ("it0002", "it0003")}, workers=3)
     evs, research = drive(tmp_path, backend, n=3, parallel=3, research_after=3)
     assert ids(evs)[-1] == "it0001"
     assert research == [(3, ids(evs))]
