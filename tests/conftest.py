@@ -1,3 +1,4 @@
+"""Puts the repository root on sys.path, so tests import its modules as the orchestrator does."""
 import sys
 from pathlib import Path
 

@@ -126,6 +126,22 @@ def rewrite(code: str, k: int) -> str:
     return out + f"\n# rewrite {k}: " + ("padding comment " * 20) + "\n"
 
 
+def _result(cm, hm, device: str, synthetic: bool, ok=True, stage="done") -> dict:
+    """A checker result line of the generated run: candidate mean `cm` against champion `hm`."""
+    stats = (lambda m: {"mean_ms": m, "min_ms": m * 0.98, "median_ms": m, "std_ms": m * 0.01, "n": 50,
+                        "warmup": 10}) if cm else None
+    return {"ok": ok, "stage": stage, "error": None if ok else "boom", "correct": ok,
+            "rel_l2": {"4096x4096x4096": 0.003, "37x45x29": 0.0029}, "tolerance": 0.01,
+            "candidate": stats(cm) if cm else None, "champion": stats(hm) if cm else None,
+            "roofline": {"candidate": {"tflops": 300.0, "gbps": 200.0, "pct_flops": 30.3, "pct_bw": 4.2,
+                                       "bound": "compute"},
+                         "champion": {"tflops": 290.0, "gbps": 190.0, "pct_flops": 29.3, "pct_bw": 4.0,
+                                      "bound": "compute"}} if cm else None,
+            "device": device, "versions": {}, "mode": "interpret" if synthetic else "gpu",
+            "check_dtype": "bfloat16", "backend": "local", "synthetic": synthetic, "wall_s": 3.2,
+            "backend_meta": {}}
+
+
 def make_run(run_dir: Path, n: int = 100, *, synthetic: bool = False, live: bool = False, llm_every: int = 1,
              prompt_chars: int = 14_000, research_every: int = 10, run_id: str = "gen") -> list:
     """A generated run: n iterations, every verdict, LLM prompts and responses of realistic size."""
@@ -142,6 +158,7 @@ def make_run(run_dir: Path, n: int = 100, *, synthetic: bool = False, live: bool
 
     device = ("SYNTHETIC: modeled NVIDIA H200 (timing modeled, correctness via Triton interpreter on CPU)"
               if synthetic else "NVIDIA H200")
+    res = lambda cm, hm, **kw: _result(cm, hm, device, synthetic, **kw)  # noqa: E731
     events = [ev("run_start", spec={"name": "matmul", "path": "specs/matmul.yaml", "entry": "matmul",
                                     "dtype": "bfloat16", "shapes": [{"M": 4096, "N": 4096, "K": 4096},
                                                                     {"M": 37, "N": 45, "K": 29}],
@@ -150,20 +167,6 @@ def make_run(run_dir: Path, n: int = 100, *, synthetic: bool = False, live: bool
                  proposer_note="", device=device, seed=7, iterations=n, min_gain=0.02,
                  argv=["orchestrator.py", "--spec", "specs/matmul.yaml"],
                  versions={"python": "3.11.7", "torch": "2.5.1", "triton": "3.1.0"})]
-
-    def res(cm, hm, ok=True, stage="done"):
-        stats = (lambda m: {"mean_ms": m, "min_ms": m * 0.98, "median_ms": m, "std_ms": m * 0.01, "n": 50,
-                            "warmup": 10}) if cm else None
-        return {"ok": ok, "stage": stage, "error": None if ok else "boom", "correct": ok,
-                "rel_l2": {"4096x4096x4096": 0.003, "37x45x29": 0.0029}, "tolerance": 0.01,
-                "candidate": stats(cm) if cm else None, "champion": stats(hm) if cm else None,
-                "roofline": {"candidate": {"tflops": 300.0, "gbps": 200.0, "pct_flops": 30.3, "pct_bw": 4.2,
-                                           "bound": "compute"},
-                             "champion": {"tflops": 290.0, "gbps": 190.0, "pct_flops": 29.3, "pct_bw": 4.0,
-                                          "bound": "compute"}} if cm else None,
-                "device": device, "versions": {}, "mode": "interpret" if synthetic else "gpu",
-                "check_dtype": "bfloat16", "backend": "local", "synthetic": synthetic, "wall_s": 3.2,
-                "backend_meta": {}}
 
     champ_ms, champ_id, champ_code = 2.0, "baseline", BASE_CODE
     events.append(ev("baseline", result=res(2.0, 2.0), candidate_id="baseline", candidate_file="baseline.py"))
