@@ -188,8 +188,9 @@ def test_a_peer_that_recompiles_while_timed_is_not_the_best_peer():
     champ = _host_call(lambda a: torch.softmax(a, -1), [x], [], "champion")
     blk = peers_block(torch, spec, [x], ref, {"champion": champ}, make_call,
                       lambda s, w: {"median_ms": sorted(s)[len(s) // 2], "n": len(s)},
-                      warmup=1, reps=4, backend="eager")
-    assert COMPILE_LABEL not in blk["peers"] and "torch.softmax" in blk["peers"]
+                      warmup=1, reps=4, backend="eager",
+                      spread_floor=float("inf"))   # as sight.py on the host clock: load moves spreads
+    assert COMPILE_LABEL not in blk["peers"] and "torch.softmax" in blk["peers"], blk["skipped"]
     assert blk["unreliable"][COMPILE_LABEL]["compiles_timed"] >= 1
     assert blk["skipped"][COMPILE_LABEL].startswith("unreliable: torch.compile compiled")
     assert best_peer(blk["peers"])[0] == "torch.softmax"
