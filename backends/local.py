@@ -185,7 +185,8 @@ class LocalBackend(Backend):
     name = "local"
 
     def __init__(self, device: str = "local CUDA GPU", timeout_s: float | None = None,
-                 extra_args: tuple = (), judge: str | None = None, mode: str = "gpu"):
+                 extra_args: tuple = (), judge: str | None = None, mode: str = "gpu",
+                 judge_args: tuple = ()):
         self.device = device
         self.timeout_s = timeout_s or settings.get("KERNLOOP_CHECK_TIMEOUT_S")
         self.extra_args = tuple(extra_args)   # checker flags, for benchmarks (e.g. --no-prewarm)
@@ -197,9 +198,10 @@ class LocalBackend(Backend):
         if self.judge != "cold":   # warm, or warm-fresh: a fresh champion worker every job
             from backends import warmjudge
             fresh = self.judge == "warm-fresh"
+            # judge_args: the warm judge's own flags (checker/serve.py), for tests (--sight-idle-s)
             self.judges = warmjudge.WarmJudges(["--mode", MODE_FLAGS[mode][1], "--spares",
                                                 str(SPARES[mode == "gpu", fresh]),
-                                                "--champion", "fresh" if fresh else "kept"],
+                                                "--champion", "fresh" if fresh else "kept", *judge_args],
                                                self.judge_env)
         self.asked: dict[str, str] = {}   # sight id -> candidate id
         self.sight_cache: Path | None = None   # set by the loop for the baseline job only

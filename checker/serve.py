@@ -90,6 +90,8 @@ def parse_args(argv=None):
                         "started-ahead worker becomes each job's champion (checker/pool.py)")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read",
                    help="the workers' flush (a job asking another gets one-job workers)")
+    p.add_argument("--sight-idle-s", type=float, default=IDLE_S,
+                   help=f"seconds with no job before a second look starts (default {IDLE_S})")
     p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
                    help="the workers' GPU spin after each flush, in clock cycles (judge.py)")
     return p.parse_args(argv)
@@ -242,11 +244,11 @@ class Server:
         self.emit({"kind": "hello", "ok": True, "job_id": None, "pid": os.getpid(),
                    "startup_s": round(time.monotonic() - T0, 3), "mode": self.opts.mode})
         while True:
-            wait = max(0.0, self.last_busy + IDLE_S - time.monotonic()) if self.sights else 1.0
+            wait = max(0.0, self.last_busy + self.opts.sight_idle_s - time.monotonic()) if self.sights else 1.0
             req = self.reqs.get(wait)
             if req is None:
                 if self.sights and self.reqs.jobs_waiting == 0 and \
-                        time.monotonic() - self.last_busy >= IDLE_S:
+                        time.monotonic() - self.last_busy >= self.opts.sight_idle_s:
                     self.run_sight()
                 self.pool.advance()
                 continue

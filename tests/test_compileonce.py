@@ -98,12 +98,14 @@ def test_threads_racing_to_one_specialization_compile_it_once_with_the_wrapper(t
 
 def test_equal_keys_run_once_and_wait_other_keys_run_side_by_side():
     store, running, peak, lock = {}, [0], [0], threading.Lock()
+    both = threading.Barrier(2, timeout=60)   # a's and b's compiles: passed only side by side
 
     def real(key):
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
-        time.sleep(0.2)
+        both.wait()
+        time.sleep(0.2)   # a's other callers arrive while it runs, and join it
         with lock:
             running[0] -= 1
         store[key] = f"kernel-{key}"
@@ -112,14 +114,12 @@ def test_equal_keys_run_once_and_wait_other_keys_run_side_by_side():
     f = compileonce.once_per_key(real, lambda k: k, lambda k: store.get(k), ("compiled", "joined"))
     out = []
     ts = [threading.Thread(target=lambda k=k: out.append(f(k))) for k in "aaab"]
-    t0 = time.monotonic()
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert sorted(out) == ["kernel-a"] * 3 + ["kernel-b"]
     assert compileonce.STATS["compiled"] - before["compiled"] == 2   # a once, b once
     assert compileonce.STATS["joined"] - before["joined"] == 2       # two threads took a's
-    assert peak[0] == 2                                  # a and b compiled side by side
-    assert time.monotonic() - t0 < 0.35                  # so about one compile's time, not two
+    assert peak[0] == 2 and not both.broken              # a and b compiled side by side
 
 
 def test_a_failed_run_is_not_cached_the_next_caller_runs_it_again():
@@ -190,9 +190,11 @@ def test_the_same_key_asked_again_inside_its_own_run_does_not_wait_for_itself():
 
 def _driver_36():
     """A module-like stand-in with Triton 3.6's launcher functions (make_launcher reads only the
-    signature's types; compile_module_from_src builds for 0.15 s and records what it built)."""
+    signature's types; compile_module_from_src builds for 0.15 s, records what it built and sets
+    `one_built`)."""
     class Driver:
         built, include_dirs, libraries = [], ["inc"], ["cuda"]
+        one_built = threading.Event()
 
         @staticmethod
         def library_dirs():
@@ -206,6 +208,7 @@ def _driver_36():
         def compile_module_from_src(cls, src, name, library_dirs=None, include_dirs=None, libraries=None):
             time.sleep(0.15)
             cls.built.append((src, name, time.monotonic()))
+            cls.one_built.set()
             return name
     return Driver
 
@@ -222,13 +225,13 @@ def test_a_compile_starts_its_launcher_build_beside_it_once_per_signature():
     Driver = _driver_36()
     assert compileonce._launcher_part(Driver) is True
     ahead = compileonce.launcher_ahead(Driver)
-    done = {}
+    done, waited = {}, {}
 
-    class JIT:   # Triton 3.6's _do_compile(self, key, signature, device, ...): 0.3 s per compile
+    class JIT:   # Triton 3.6's _do_compile(self, key, signature, device, ...)
         device_caches = {0: ({},)}
 
         def _do_compile(self, key, signature, device, constexprs=None, options=None, attrs=None, warmup=False):
-            time.sleep(0.3)
+            waited[key] = Driver.one_built.wait(60)   # the compile lasts until a launcher is built
             done[key] = time.monotonic()
             self.device_caches[device][0][key] = f"kernel-{key}"
             return self.device_caches[device][0][key]
@@ -242,7 +245,8 @@ def test_a_compile_starts_its_launcher_build_beside_it_once_per_signature():
     compileonce.settle()   # the worker joins them before each reply: the judge counts its threads
     assert not [t for t in threading.enumerate() if t.name == "launcher-ahead"]
     assert [b[:2] for b in Driver.built] == [("C for *bf16,*bf16,i32,constexpr", "__triton_launcher")]   # once
-    assert Driver.built[0][2] < min(done.values())   # built while the compiles ran, not after
+    assert waited == {"spec1": True, "spec2": True}   # built while the compiles ran, not after
+    assert Driver.built[0][2] <= min(done.values())
     assert compileonce.STATS["launchers_ahead"] - before == 1
     # Triton's own build after the compile (same source) is serialized behind it and finds it
     Driver.compile_module_from_src(src="C for *bf16,*bf16,i32,constexpr", name="__triton_launcher")

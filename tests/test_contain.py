@@ -190,14 +190,14 @@ def test_the_judges_clock_over_bursts_rejects_a_worker_reporting_5_percent_low(t
     fracs = {}
     for name, code, spin in (("honest", BASE, "once"), ("low", FIVE_PERCENT_LOW + BASE, "each")):
         job = Job(tmp_path / name)
-        job.start(["--host-clock", "--reps", "10", "--warmup", "2", "--clock-burst", "12", "--burst-every",
+        job.start(["--host-clock", "--reps", "10", "--warmup", "2", "--clock-burst", "24", "--burst-every",
                    "--burst-spin", spin,   # no spin on the CPU: "once" only reaches the worker here
                    "--no-early-reject"])   # a loaded CPU's host clock can end an honest A/B early
         job.stage(code)
         res = job.finish()
         assert "overhead check needs" in res["wall_probe_ms"]["note"]   # the per-rep rule did not decide
         b = res["clock_burst"]
-        assert b["k"] == 12 and b["bursts"] == clock.BURSTS == len(b["champion_overhead_ms"]) == 3
+        assert b["k"] == 24 and b["bursts"] == clock.BURSTS == len(b["champion_overhead_ms"]) == 3
         assert not b["forged"]
         assert b["spin"] == spin
         fracs[name] = b["frac"]
@@ -207,8 +207,9 @@ def test_the_judges_clock_over_bursts_rejects_a_worker_reporting_5_percent_low(t
             assert res["ok"] is False and res["stage"] == "timing", res["error"]
             assert "over bursts timed whole" in res["error"] and "reported low" in res["error"], res["error"]
     # about +5% (0.05 of the liar's report over its 0.95); a loaded CPU adds host noise on top
-    # (+8.2% once in CI's suite), never the other way far enough to hide it
-    assert abs(fracs["honest"]) < 0.025 and fracs["low"] > 0.03 and fracs["low"] - fracs["honest"] > 0.025, fracs
+    # (+8.2% once in CI's suite), never the other way far enough to hide it. The honest copy's
+    # bound is the product's (res["ok"] above); a burst's pipe wake-ups are shared by its 24 calls
+    assert fracs["low"] > 0.03 and fracs["low"] - fracs["honest"] > 0.025, fracs
 
 
 def _plant_pyc(job: Job, code: str) -> None:

@@ -149,7 +149,7 @@ def test_over_the_time_limit_the_job_is_cancelled_and_reported(fake, monkeypatch
     monkeypatch.setenv("KERNLOOP_NEBIUS_WAIT_S", "0.8")
     t0 = time.monotonic()
     res, said = evaluate(fake)
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 60   # well before the default wait (KERNLOOP_NEBIUS_WAIT_S)
     job_id = res["backend_meta"]["job_id"]
     assert_backend_failure(res, f"gave up on job {job_id}", "still RUNNING",
                            "KERNLOOP_NEBIUS_WAIT_S=0.8", "cancel requested")

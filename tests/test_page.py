@@ -119,9 +119,9 @@ def test_synthetic_banner_and_modeled_labels(tmp_path):
 def test_a_100_iteration_run_stays_under_2_mb(tmp_path):
     run = tmp_path / "big"
     events = make_run(run, 100, llm_every=1, prompt_chars=14_000)
-    t0 = time.monotonic()
+    t0 = time.process_time()   # this process's CPU time: a loaded machine's waits are not the page's
     out = page.render_run(run)
-    took = time.monotonic() - t0
+    took = time.process_time() - t0
     size = out.stat().st_size
     assert size < 2_000_000, f"{size} bytes"
     p = Parsed(out.read_text())
@@ -131,7 +131,7 @@ def test_a_100_iteration_run_stays_under_2_mb(tmp_path):
         if e["event"] == "iteration":
             assert e["candidate_id"] in cards
     assert len([1 for t, a in p.elements if t == "a" and "mk" in a.get("class", "").split()]) == 100
-    assert took < 15, f"rendering took {took:.1f} s"
+    assert took < 15, f"rendering took {took:.1f} s of CPU"
     # a light run (tuner only, small diffs) keeps its full texts
     light = tmp_path / "light"
     make_run(light, 100, llm_every=0)

@@ -239,7 +239,7 @@ def test_timeout_is_logged_quickly_and_the_next_search_works():
         waited = time.monotonic() - t0
         after = r.research(MATMUL, "streak", REJECTED, "H200")
     assert_failed_cleanly(failed, "timeout after 0.3 s")
-    assert 0.25 <= failed["latency_s"] and waited < 2
+    assert 0.25 <= failed["latency_s"] and waited < 4   # the server answers only after 5 s
     assert after["error"] is None and after["notes"]
 
 

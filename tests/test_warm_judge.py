@@ -294,12 +294,13 @@ def test_second_looks_not_taken_are_said_dropped(tmp_path):
     `dropped` with the reason, so the log can say why a promoted card has no profile."""
     spec = load_spec(ROOT / "specs" / "matmul.yaml")
     spec.check_shapes = [{"M": 37, "N": 45, "K": 29}]
-    b = LocalBackend(device="CPU (test)", mode="interpret")
+    # never idle long enough for a look: a loaded CPU can take a second between the job and close()
+    b = LocalBackend(device="CPU (test)", mode="interpret", judge_args=("--sight-idle-s", "600"))
     r = b.evaluate(spec, spec.baseline, spec.baseline, tmp_path / "jobs" / "it0001")
     assert r["ok"]
     for cid in ("it0001", "it0002"):
         assert b.second_look(spec, spec.baseline, cid, tmp_path / "jobs" / f"{cid}-sight", r)
-    b.close()   # at once: no second to be idle in
+    b.close()   # both looks still wait
     got = {s["candidate_id"]: s for s in b.landed()}
     assert got["it0001"]["status"] == "dropped" and "superseded" in got["it0001"]["result"]["error"]
     assert got["it0002"]["status"] == "dropped" and "run ended" in got["it0002"]["result"]["error"]
