@@ -81,6 +81,17 @@ class Requests:
         return req
 
 
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds, 0 or more."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0.0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, 0 or more")
+    return v
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", choices=["gpu", "interpret"], default="gpu")
@@ -90,7 +101,7 @@ def parse_args(argv=None):
                         "started-ahead worker becomes each job's champion (checker/pool.py)")
     p.add_argument("--flush", choices=["read", "rotate", "zero", "none"], default="read",
                    help="the workers' flush (a job asking another gets one-job workers)")
-    p.add_argument("--sight-idle-s", type=float, default=IDLE_S,
+    p.add_argument("--sight-idle-s", type=seconds, default=IDLE_S,
                    help=f"seconds with no job before a second look starts (default {IDLE_S})")
     p.add_argument("--settle-cycles", type=int, default=timing.SETTLE_CYCLES,
                    help="the workers' GPU spin after each flush, in clock cycles (judge.py)")

@@ -225,14 +225,13 @@ def test_a_compile_starts_its_launcher_build_beside_it_once_per_signature():
     Driver = _driver_36()
     assert compileonce._launcher_part(Driver) is True
     ahead = compileonce.launcher_ahead(Driver)
-    done, waited = {}, {}
+    waited = {}
 
     class JIT:   # Triton 3.6's _do_compile(self, key, signature, device, ...)
         device_caches = {0: ({},)}
 
         def _do_compile(self, key, signature, device, constexprs=None, options=None, attrs=None, warmup=False):
             waited[key] = Driver.one_built.wait(60)   # the compile lasts until a launcher is built
-            done[key] = time.monotonic()
             self.device_caches[device][0][key] = f"kernel-{key}"
             return self.device_caches[device][0][key]
     assert compileonce._jit_part(JIT, ahead) is True
@@ -246,7 +245,6 @@ def test_a_compile_starts_its_launcher_build_beside_it_once_per_signature():
     assert not [t for t in threading.enumerate() if t.name == "launcher-ahead"]
     assert [b[:2] for b in Driver.built] == [("C for *bf16,*bf16,i32,constexpr", "__triton_launcher")]   # once
     assert waited == {"spec1": True, "spec2": True}   # built while the compiles ran, not after
-    assert Driver.built[0][2] <= min(done.values())
     assert compileonce.STATS["launchers_ahead"] - before == 1
     # Triton's own build after the compile (same source) is serialized behind it and finds it
     Driver.compile_module_from_src(src="C for *bf16,*bf16,i32,constexpr", name="__triton_launcher")

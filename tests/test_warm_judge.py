@@ -306,6 +306,13 @@ def test_second_looks_not_taken_are_said_dropped(tmp_path):
     assert got["it0002"]["status"] == "dropped" and "run ended" in got["it0002"]["result"]["error"]
 
 
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])
+def test_the_judge_refuses_an_idle_wait_that_is_not_seconds(value):
+    p = subprocess.run([sys.executable, str(ROOT / "checker" / "serve.py"), "--sight-idle-s", value],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode == 2 and f"{value!r} is not a number of seconds, 0 or more" in p.stderr, p.stderr
+
+
 def test_nothing_outlives_a_killed_loop(tmp_path):
     """kill -9 of the process that started a warm judge: the judge reads EOF and ends, and its
     workers die with it."""
