@@ -26,12 +26,12 @@ import threading
 import time
 from pathlib import Path
 
-from backends.local import Backend, failed_result, stage_job
-from backends.nebius_batch import BATCH_MARKER, parse_batch_lines, stage_batch
-from backends.nebius_cli import (FINAL_STATES, CliMissing, CliOut, classify_cli_error, find_cli,
+from kernloop.backends.local import Backend, failed_result, stage_job
+from kernloop.backends.nebius_batch import BATCH_MARKER, parse_batch_lines, stage_batch
+from kernloop.backends.nebius_cli import (FINAL_STATES, CliMissing, CliOut, classify_cli_error, find_cli,
                                  job_id_from_create, job_status, load_json, run_cli)
-from backends.nebius_settings import NebiusSettings, settings_from_env
-from backends.resultline import MARKER, ResultLineError, parse_result_line, strip_ansi, validate_result
+from kernloop.backends.nebius_settings import NebiusSettings, settings_from_env
+from kernloop.backends.resultline import MARKER, ResultLineError, parse_result_line, strip_ansi, validate_result
 
 MAX_INJECT_BYTES = 64 * 1024          # --inject-file limit (verified)
 CONTAINER_DIR = "/kernloop"           # absolute, as --inject-file requires

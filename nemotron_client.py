@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-import settings
-from propose.extract import extract_code, note_from_code
-from propose.prompt import build_prompt, messages_tokens, render_messages, repair_messages
-from propose.proposer import Proposal, ProposalContext
+from kernloop import settings
+from kernloop.propose.extract import extract_code, note_from_code
+from kernloop.propose.prompt import build_prompt, messages_tokens, render_messages, repair_messages
+from kernloop.propose.proposer import Proposal, ProposalContext
 
 try:   # imported lazily in effect: a tuner-only run must not need the package
     import openai

@@ -19,27 +19,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from standing import briefing
-import contract
-import decision
-from loop import interrupts
+from kernloop.standing import briefing
+from kernloop import contract
+from kernloop import decision
+from kernloop.loop import interrupts
 import research
-from loop import resume, secondlook
-import settings
-from errors import ArgParser, KernLoopError
-from standing.diagnosis import compulsory_bytes, of_result
-from loop.factories import make_backend, make_proposer
-from loop.finaljob import final_job, final_summary
-from loop.state import State
-from loop.iteration import candidate_event, evaluate_judged, proposal_context, run_iteration
-from loop.runfolder import RunFolderError, check_baseline, judge_baseline, start_run, write_judged_copy
-from spec import Spec, load_spec
-from loop import terminal
-from loop.terminal import baseline_line, status_line
-from trajectory import RunLog, end_run
-from propose.tuner import Tuner
-from propose.proposer import Proposer
-from backends.local import Backend
+from kernloop.loop import resume, secondlook
+from kernloop import settings
+from kernloop.errors import ArgParser, KernLoopError
+from kernloop.standing.diagnosis import compulsory_bytes, of_result
+from kernloop.loop.factories import make_backend, make_proposer
+from kernloop.loop.finaljob import final_job, final_summary
+from kernloop.loop.state import State
+from kernloop.loop.iteration import candidate_event, evaluate_judged, proposal_context, run_iteration
+from kernloop.loop.runfolder import RunFolderError, check_baseline, judge_baseline, start_run, write_judged_copy
+from kernloop.spec import Spec, load_spec
+from kernloop.loop import terminal
+from kernloop.loop.terminal import baseline_line, status_line
+from kernloop.trajectory import RunLog, end_run
+from kernloop.propose.tuner import Tuner
+from kernloop.propose.proposer import Proposer
+from kernloop.backends.local import Backend
 
 
 # ---------------------------------------------------------------- setup
@@ -95,7 +95,7 @@ def parse_args(argv=None):
 def render_page(run_dir: Path) -> Path | None:
     """Re-render the page; a page problem must never stop the loop."""
     try:
-        import page
+        from kernloop import page
         return page.render_run(run_dir)
     except Exception as e:  # noqa: BLE001 - report and go on
         print(f"warning: page not rendered: {type(e).__name__}: {e}", file=sys.stderr)
@@ -378,7 +378,7 @@ def record(run: Run, ev: dict, is_fatal: bool) -> None:
 
 def run_many(run: Run) -> None:
     """--parallel/--batch: the scheduler keeps candidates in flight until a stop rule."""
-    from loop import scheduler
+    from kernloop.loop import scheduler
     st, spec, run_dir = run.st, run.spec, run.run_dir
     scheduler.run_many(st, run.proposer, run.tuner is not None, run.backend, spec, run_dir,
                        run.parallel, run.batch, run.budget, run.min_gain, run.sigma,
@@ -410,7 +410,7 @@ def finish(run: Run, rule: tuple[str, str]) -> int:
             interruptions=run.interruptions, final_line=line)
     page_path = render_page(run_dir)
     try:
-        import page
+        from kernloop import page
         page.render_index(run_dir.parent)   # runs/index.html lists every run
     except Exception as e:  # noqa: BLE001 - the index is a convenience, never fatal
         print(f"warning: runs index not rendered: {e}", file=sys.stderr)
@@ -459,13 +459,13 @@ def run(argv: list[str]) -> int:
 def command(name: str):
     """The main function of a subcommand (imported when chosen)."""
     if name == "new":
-        from onramp import new
+        from kernloop.onramp import new
         return new.main
     if name == "check":
-        from onramp import checkcmd
+        from kernloop.onramp import checkcmd
         return checkcmd.main
     if name == "page":
-        import page
+        from kernloop import page
         return page.main
     return run
 

@@ -14,11 +14,12 @@ import math
 import os
 import re
 import time
+from importlib import resources
 from pathlib import Path
 
 import requests
 
-import settings
+from kernloop import settings
 
 try:
     from tavily import TavilyClient
@@ -33,7 +34,7 @@ TUNER_NOTE = ("The built-in tuner does not use research notes: it only mutates t
               "within the spec's search space; notes are injected into LLM prompts only.")
 
 DEFAULT_BASE_URL = settings.TAVILY_BASE_URL
-BUILTIN_NOTES = Path(__file__).with_name("research_notes.md")
+BUILTIN_NOTES = Path(str(resources.files("kernloop") / "research_notes.md"))   # package data
 DUPLICATE = "duplicate query, skipped"
 CHARS_PER_TOKEN = 4
 MAX_QUERY_CHARS = 400   # Tavily answers 400 to longer queries

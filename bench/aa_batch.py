@@ -34,18 +34,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
-import decision  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop import decision  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 
 
 def make(mode: str, checker_args: list[str], judge: str | None = None):
     if mode == "gpu":
-        from backends.local import LocalBackend, cuda_visible
+        from kernloop.backends.local import LocalBackend, cuda_visible
         ok, why = cuda_visible()
         if not ok:
             raise SystemExit(f"error: --mode gpu needs a CUDA GPU ({why}); try --mode interpret")
         return LocalBackend(device=why.split(": ", 1)[-1], extra_args=tuple(checker_args), judge=judge)
-    from backends.local import SyntheticBackend
+    from kernloop.backends.local import SyntheticBackend
     return SyntheticBackend(seed=0)
 
 

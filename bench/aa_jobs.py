@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
-import decision  # noqa: E402
+from kernloop import decision  # noqa: E402
 from bench.aa_batch import make  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 
 
 def one_job(backend, spec, copy: Path, champ: Path, work: Path, min_gain: float, sigma: float) -> dict:

@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
-from backends.local import LocalBackend  # noqa: E402
+from kernloop.backends.local import LocalBackend  # noqa: E402
 from bench.judge_validation import decisions  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 
 VARIANTS = {"default": [], "settle0": ["--settle-cycles", "0"], "settle2000": ["--settle-cycles", "5000000"],
             "rotate": ["--flush", "rotate"], "noprewarm": ["--no-prewarm"], "swap": []}

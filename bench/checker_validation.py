@@ -40,8 +40,8 @@ from bench.inprocess import load_module, time_ab  # noqa: E402
 from checker.contain import aten_recorder  # noqa: E402
 from checker.timing import SETTLE_CYCLES, Flusher, summarize  # noqa: E402
 from checker.validate import make_inputs  # noqa: E402
-from decision import decide  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.decision import decide  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 
 DEV = torch.device("cuda")
 
@@ -241,8 +241,8 @@ def cost(spec_path, candidate_cfg) -> dict:
     Triton cache, the candidate a config never compiled before. `prewarm` (the default) compiles
     all shapes at once; `serial` (--no-prewarm) shape by shape; `warm` repeats the prewarm job
     with everything cached. Each cold variant gets its own fresh Triton cache."""
-    from backends.local import LocalBackend
-    from propose.tuner import replace_config
+    from kernloop.backends.local import LocalBackend
+    from kernloop.propose.tuner import replace_config
     spec = load_spec(spec_path)
     tmp = Path(tempfile.mkdtemp())
     cand = tmp / "cand.py"
@@ -377,7 +377,7 @@ def main():
     mm = ROOT / "specs" / "matmul.yaml"
     mem = ROOT / a.membound
     if not a.tuned:   # a well-tiled matmul (the tutorial's Hopper config) for the side-by-side rows
-        from propose.tuner import replace_config
+        from kernloop.propose.tuner import replace_config
         tuned = Path(tempfile.mkdtemp()) / "matmul_tuned.py"
         tuned.write_text(replace_config((ROOT / "specs" / "matmul_naive.py").read_text(), dict(
             BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)))

@@ -63,7 +63,7 @@ def one(layers: str, gpu: bool, torch, device) -> dict:
 
 def _baseline() -> Path:
     sys.path.insert(0, str(ROOT))
-    from spec import load_spec
+    from kernloop.spec import load_spec
     return load_spec(ROOT / "specs" / "matmul.yaml").baseline
 
 

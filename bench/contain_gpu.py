@@ -40,11 +40,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from backends.local import stage_job  # noqa: E402
+from kernloop.backends.local import stage_job  # noqa: E402
 from bench import record  # noqa: E402  (commit: KERNLOOP_BENCH_COMMIT before a device's stale .git)
 from checker import clock  # noqa: E402
-from backends.resultline import parse_result_line  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.backends.resultline import parse_result_line  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 from tests.contain_attacks import ATTACKS, DAEMON, FIVE_PERCENT_LOW  # noqa: E402
 
 STANDIN = ROOT / "tests" / "contain_standin.py"

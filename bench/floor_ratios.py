@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
-from backends.local import parse_child, stage_job  # noqa: E402
-from backends.sandbox import run_child  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.backends.local import parse_child, stage_job  # noqa: E402
+from kernloop.backends.sandbox import run_child  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 
 
 def main() -> int:

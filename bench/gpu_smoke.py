@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from backends.local import LocalBackend  # noqa: E402
-from spec import load_spec  # noqa: E402
-from propose.tuner import replace_config  # noqa: E402
+from kernloop.backends.local import LocalBackend  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
+from kernloop.propose.tuner import replace_config  # noqa: E402
 
 
 def main() -> int:

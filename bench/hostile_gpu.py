@@ -19,9 +19,9 @@ sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
 import orchestrator  # noqa: E402
-from loop.state import State  # noqa: E402
-from backends.local import LocalBackend  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.loop.state import State  # noqa: E402
+from kernloop.backends.local import LocalBackend  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 from tests.hostile_cases import CASES, FAULTS, expected_in  # noqa: E402
 from tests.scripted_proposer import Scripted  # noqa: E402
 
@@ -56,7 +56,7 @@ def main():
         t0 = time.monotonic()
         # The iteration path the loop uses, minus the static contract: these cheats must be
         # caught by the checker at run time, so the contract is bypassed here on purpose.
-        import contract
+        from kernloop import contract
         saved = contract.check
         contract.check = lambda code, spec: []
         try:

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from backends.local import LocalBackend  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.backends.local import LocalBackend  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 from tests.hostile_cases import CASES, expected_in  # noqa: E402
 
 HIDDEN = ("kernel_in_decorator_keyword", "form_feed_hides_the_def", "def_line_in_kernel_body_string",

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
-from backends.local import LocalBackend  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.backends.local import LocalBackend  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 from tests.hostile_cases import CASES, expected_in  # noqa: E402
 
 HOSTILE = ("side_stream_work", "forges_event_times", "caches_by_pointer_when_timed",

@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
-from backends.local import LocalBackend  # noqa: E402
+from kernloop.backends.local import LocalBackend  # noqa: E402
 from bench.checker_validation import cost, ncu_times  # noqa: E402
-from decision import decide  # noqa: E402
-from spec import load_spec  # noqa: E402
-from propose.tuner import replace_config  # noqa: E402
+from kernloop.decision import decide  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
+from kernloop.propose.tuner import replace_config  # noqa: E402
 
 TUNED = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 PAD_GBPS = 3000.0   # a copy this small runs below the 4.2 TB/s ceiling; the true gain is measured

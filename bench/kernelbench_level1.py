@@ -28,7 +28,7 @@ def _number(path: Path) -> int:
 
 
 def _summary(spec_path: Path) -> str:
-    from spec import load_spec
+    from kernloop.spec import load_spec
     s = load_spec(spec_path)
     timed = ", ".join(f"{k}: {v}" for k, v in s.shapes[0].items())
     return f"timed {timed}; model {s.model}; flops `{s.cost['flops']}`; {len(s.inputs)} inputs"

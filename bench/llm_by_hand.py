@@ -36,7 +36,7 @@ def main(argv=None) -> int:
 
     import orchestrator
     from tests.loopback_openai import LoopbackOpenAI, reply
-    from trajectory import read_events
+    from kernloop.trajectory import read_events
     answer = (ROOT / "bench" / "by_hand" / f"{a.spec}.py").read_text()
     runs = Path(a.runs or tempfile.mkdtemp(prefix="llm_by_hand_"))
     t0 = time.monotonic()

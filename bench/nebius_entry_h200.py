@@ -35,12 +35,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
-import settings  # noqa: E402
-from backends.local import stage_job  # noqa: E402
+from kernloop import settings  # noqa: E402
+from kernloop.backends.local import stage_job  # noqa: E402
 from nebius_jobs import CONTAINER_DIR, ENTRY, MAX_INJECT_BYTES, entry_words, oversized, write_entry  # noqa: E402
-from backends.nebius_settings import NebiusSettings  # noqa: E402
-from backends.resultline import parse_result_line, validate_result  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.backends.nebius_settings import NebiusSettings  # noqa: E402
+from kernloop.backends.resultline import parse_result_line, validate_result  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 
 SPEC = ROOT / "specs" / "softmax.yaml"
 BY_HAND = ROOT / "bench" / "by_hand" / "softmax.py"

@@ -30,7 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from bench import record  # noqa: E402  (commit, versions, device, command)
 
 from loopback_openai import LoopbackOpenAI, delay, reply  # noqa: E402
-from propose.tuner import replace_config  # noqa: E402
+from kernloop.propose.tuner import replace_config  # noqa: E402
 
 BASE = (ROOT / "specs" / "matmul_naive.py").read_text()
 SPACE = dict(BLOCK_M=[32, 64, 128], BLOCK_N=[32, 64, 128], BLOCK_K=[32, 64], GROUP_M=[1, 8],

@@ -135,7 +135,7 @@ def digest(events: list[dict]) -> dict:
 
 def run_spec(name: str, work: Path, runs: Path, a) -> dict:
     import orchestrator
-    from trajectory import read_events
+    from kernloop.trajectory import read_events
     spec_path = kb_spec(name, work) if name in KB else ROOT / "specs" / f"{name}.yaml"
     before = set(runs.glob("*/run.jsonl")) if runs.exists() else set()
     t0 = time.monotonic()

@@ -132,7 +132,7 @@ print(json.dumps(out))
 
 def candidate(folder: str) -> str:
     """The naive baseline with a tuner configuration, as the tuner writes it."""
-    from propose.tuner import replace_config
+    from kernloop.propose.tuner import replace_config
     code = replace_config((ROOT / "specs" / "matmul_naive.py").read_text(), CONFIG)
     path = os.path.join(folder, "cand.py")
     Path(path).write_text(code)

@@ -34,23 +34,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import decision  # noqa: E402
+from kernloop import decision  # noqa: E402
 from bench import record  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 
 
 def backends(mode: str):
     """(local or synthetic backend, Ray backend, Ray's first line)."""
-    from backends.ray import connect
+    from kernloop.backends.ray import connect
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}   # a local one-node cluster
     if mode == "gpu":
-        from backends.local import LocalBackend, cuda_visible
+        from kernloop.backends.local import LocalBackend, cuda_visible
         ok, why = cuda_visible()
         if not ok:
             raise SystemExit(f"error: --mode gpu needs a CUDA GPU ({why}); try --mode synthetic")
         local = LocalBackend(device=why.split(": ", 1)[-1])
     else:
-        from backends.local import SyntheticBackend
+        from kernloop.backends.local import SyntheticBackend
         local = SyntheticBackend(seed=0)
         env["KERNLOOP_RAY_MODE"] = "synthetic"
     ray_backend, line = connect(env)

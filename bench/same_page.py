@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import page  # noqa: E402
+from kernloop import page  # noqa: E402
 
 
 def _unfilter(rows: bytes, width: int, height: int, bpp: int) -> list[bytearray]:

@@ -117,8 +117,8 @@ class Bench:
 
 
 def part_softmax(b: Bench, spec, out: dict) -> None:
-    from standing.diagnosis import compulsory_bytes, diagnose
-    from propose.tuner import replace_config
+    from kernloop.standing.diagnosis import compulsory_bytes, diagnose
+    from kernloop.propose.tuner import replace_config
     from checker.ncu import find_ncu, run_ncu
     spec_d = spec.to_checker()
     spec_d["compare"] = spec.compare
@@ -184,7 +184,7 @@ def part_softmax(b: Bench, spec, out: dict) -> None:
 
 
 def part_peers(b: Bench, name: str) -> dict:
-    from spec import load_spec
+    from kernloop.spec import load_spec
     spec = load_spec(ROOT / "specs" / f"{name}.yaml")
     spec_d = spec.to_checker()
     spec_d["compare"] = spec.compare
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
         os.environ["TRITON_INTERPRET"] = "1"   # before triton is imported
     sys.path.insert(0, str(ROOT))
     from bench import record  # commit, versions, device, command
-    from spec import load_spec
+    from kernloop.spec import load_spec
     t0 = time.monotonic()
     b = Bench(a.dry, a.reps)
     import triton

@@ -33,8 +33,8 @@ from checker.peers import build as build_peers  # noqa: E402
 from checker.peers import screen as screen_peers  # noqa: E402
 from checker.timing import SETTLE_CYCLES, Flusher, summarize  # noqa: E402
 from checker.validate import reference  # noqa: E402
-from spec import load_spec  # noqa: E402
-from trajectory import read_events  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
+from kernloop.trajectory import read_events  # noqa: E402
 
 
 def log(*a):
@@ -71,7 +71,7 @@ def side_by_side(spec, run_dir: Path, reps: int) -> dict:
     if hand.exists():   # a structure the tuner cannot reach, written by hand (see bench/by_hand)
         # First through the real checker in its own process (every spec shape, hostile-candidate
         # rules, A/B against the champion): a crash there cannot poison this process's timings.
-        from backends.local import LocalBackend
+        from kernloop.backends.local import LocalBackend
         r = LocalBackend(device="local").evaluate(spec, hand, run_dir / "champion.py",
                                                   run_dir / "jobs" / "by_hand")
         hand_check = {k: r.get(k) for k in ("ok", "correct", "error", "rel_l2", "candidate", "champion",

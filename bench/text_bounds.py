@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from propose import extract  # noqa: E402
-from view import htmlfmt  # noqa: E402
+from kernloop.propose import extract  # noqa: E402
+from kernloop.view import htmlfmt  # noqa: E402
 
 OLD_NUMBER = re.compile(r"\b(?:0[xXoObB][0-9a-fA-F_]+|\d[\d_]*\.?[\d_]*(?:[eE][+-]?\d+)?j?)\b")
 
@@ -92,7 +92,7 @@ def main() -> int:
         s = "1" * n + "x"
         out["old_number_pattern_s"][str(n)] = _best(lambda: OLD_NUMBER.search(s), reps=1)
     if not a.no_page:
-        import page
+        from kernloop import page
         run = run_folder(Path(tempfile.mkdtemp()))
         out["page_render_s"] = _best(lambda: page.render_run(run))
         out["page_bytes"] = (run / "trajectory.html").stat().st_size

@@ -171,7 +171,7 @@ def run_loop(judge: str, out: Path, extra: list[str], env_extra: dict, cpu: bool
 def child_cpu(argv) -> int:
     """--cpu: the orchestrator in this process with the local backend in interpret-timed mode."""
     import orchestrator
-    from backends.local import LocalBackend
+    from kernloop.backends.local import LocalBackend
     orchestrator.make_backend = lambda name, seed=0: (
         LocalBackend(device="CPU, Triton interpreter (host clock: not a measurement)",
                      mode="interpret-timed"), "bench --cpu: the local backend in the interpreter")
@@ -270,10 +270,10 @@ BURST_KEYS = ("shift_ms", "report_ms", "champion_report_ms", "frac", "shift_ab_m
 
 
 def aa_mode(a) -> list[dict]:
-    import decision
-    from backends.local import LocalBackend
+    from kernloop import decision
+    from kernloop.backends.local import LocalBackend
     from bench.judge_validation import PAD_GBPS, padded
-    from spec import load_spec
+    from kernloop.spec import load_spec
     tmp = Path(tempfile.mkdtemp(prefix="verdict_aa_"))
     spec = load_spec(cpu_spec(tmp) if a.cpu else ROOT / "specs" / "matmul.yaml")
     copy = tmp / "copy.py"

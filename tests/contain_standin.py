@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from backends.sandbox import run_child  # noqa: E402
+from kernloop.backends.sandbox import run_child  # noqa: E402
 
 
 def main(argv):

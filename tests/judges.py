@@ -11,7 +11,7 @@ WARM_CHECK = Path(__file__).resolve().parent / "warm_check.py"
 
 
 def warm() -> bool:
-    import settings
+    from kernloop import settings
     return settings.get("KERNLOOP_TEST_JUDGE") != "cold"
 
 
@@ -28,8 +28,8 @@ def judge_files(tmp_path: Path, spec: dict, code: str, champion: str, flags, tim
     """One job through check_cmd(): `spec` (the checker's JSON), the candidate `code` and the
     `champion` written into tmp_path, check.py's `flags` after them; the parsed result line."""
     import json
-    from backends.local import parse_child
-    from backends.sandbox import run_child
+    from kernloop.backends.local import parse_child
+    from kernloop.backends.sandbox import run_child
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     (tmp_path / "cand.py").write_text(code)
     (tmp_path / "champ.py").write_text(champion)

@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import page  # noqa: E402
-import trajectory  # noqa: E402
+from kernloop import page  # noqa: E402
+from kernloop import trajectory  # noqa: E402
 from browser import find_chromium  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "sample_run"

@@ -1,6 +1,6 @@
 """A proposer that hands out fixed files: stands in for an LLM that writes a given candidate
 (a planted bug, an exploit). It is data for the loop under test, not a fake of it."""
-from propose.proposer import Proposal
+from kernloop.propose.proposer import Proposal
 
 
 class Scripted:

@@ -3,8 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backends.local import pycache_env
-from backends.sandbox import stripped_env
+from kernloop.backends.local import pycache_env
+from kernloop.backends.sandbox import stripped_env
 
 
 def test_pycache_prefix_only_where_bytecode_is_not_kept(tmp_path, monkeypatch):
@@ -45,7 +45,7 @@ def test_child_with_that_env_writes_bytecode_under_the_prefix(tmp_path, monkeypa
 # ---------------------------------------------------------------- one GPU per job (--parallel)
 
 def test_gpu_slots_are_the_visible_devices():
-    from backends.local import gpu_slots
+    from kernloop.backends.local import gpu_slots
     assert gpu_slots(4, None) == ["0", "1", "2", "3"]
     assert gpu_slots(2, "5,7") == ["5", "7"]            # the user's own pinning is kept
     assert gpu_slots(1, "GPU-1a2b, GPU-3c4d") == ["GPU-1a2b"]
@@ -55,8 +55,8 @@ def test_gpu_slots_are_the_visible_devices():
 def test_candidate_and_champion_are_timed_in_one_process_on_one_gpu(tmp_path):
     """The rule for several GPUs: a job is ONE checker process holding both the candidate and
     its champion, pinned to ONE GPU; so the two are never timed on different GPUs."""
-    from backends.local import LocalBackend, stage_job
-    from spec import load_spec
+    from kernloop.backends.local import LocalBackend, stage_job
+    from kernloop.spec import load_spec
     spec = load_spec(Path(__file__).resolve().parent.parent / "specs" / "matmul.yaml")
     b = LocalBackend(device="test")
     f = stage_job(spec, spec.baseline, spec.baseline, tmp_path / "job")

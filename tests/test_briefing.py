@@ -1,5 +1,5 @@
 """briefing.py: the words the prompt, the final line and the page use for where a champion stands."""
-from standing.briefing import (MODELED, NO_PEERS_SYNTHETIC, device_line, final_line, kernel_line, peers_lines,
+from kernloop.standing.briefing import (MODELED, NO_PEERS_SYNTHETIC, device_line, final_line, kernel_line, peers_lines,
                                profile_lines, section)
 from checker.kernelprofile import SM_LIMITS, kernel_summary
 

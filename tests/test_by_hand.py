@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import contract
-from backends.resultline import parse_result_line
-from spec import load_spec
-from propose.tuner import replace_config
+from kernloop import contract
+from kernloop.backends.resultline import parse_result_line
+from kernloop.spec import load_spec
+from kernloop.propose.tuner import replace_config
 
 ROOT = Path(__file__).resolve().parent.parent
 HAND = sorted((ROOT / "bench" / "by_hand").glob("*.py"))

@@ -6,10 +6,10 @@ two check shapes, the first timed. bf16 is checked as fp16 here."""
 from pathlib import Path
 from types import SimpleNamespace
 
-import decision
-from backends.resultline import validate_result
+from kernloop import decision
+from kernloop.backends.resultline import validate_result
 from checker.judge import check_first, deferred
-from spec import load_spec
+from kernloop.spec import load_spec
 from tests import judges
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +81,7 @@ def test_a_result_with_unchecked_shapes_is_never_promoted():
 
 
 def test_the_page_lists_unchecked_shapes_as_not_checked():
-    from view.cardview import rel_rows
+    from kernloop.view.cardview import rel_rows
     rows, tol = rel_rows({"rel_l2": {"4096x4096x4096": 0.003}, "tolerance": 0.01,
                           "unchecked": {"shapes": ["1000x1000x1000"], "why": "its A/B cannot promote it"}})
     assert tol == 0.01 and rows == [{"shape": "4096×4096×4096", "value": "0.003", "ok": True},

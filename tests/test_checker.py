@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.resultline import MARKER, parse_result_line
-from spec import load_spec
+from kernloop.backends.resultline import MARKER, parse_result_line
+from kernloop.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "specs" / "matmul.yaml")

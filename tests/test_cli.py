@@ -4,16 +4,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import errors
-import page
-import settings
-import spec
-from backends.local import BackendError
-from loop.factories import ProposerError
-from loop.resume import ResumeError
-from loop.runfolder import RunFolderError
-from onramp.checkcmd import CheckError
-from onramp.draft import OnrampError
+from kernloop import errors
+from kernloop import page
+from kernloop import settings
+from kernloop import spec
+from kernloop.backends.local import BackendError
+from kernloop.loop.factories import ProposerError
+from kernloop.loop.resume import ResumeError
+from kernloop.loop.runfolder import RunFolderError
+from kernloop.onramp.checkcmd import CheckError
+from kernloop.onramp.draft import OnrampError
 
 ROOT = Path(__file__).resolve().parent.parent
 

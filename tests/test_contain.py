@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from backends.local import stage_job
+from kernloop.backends.local import stage_job
 from checker import clock
 from tests import judges
 from tests.contain_attacks import ATTACKS, DAEMON, FIVE_PERCENT_LOW
-from backends.resultline import parse_result_line, validate_result
-from spec import load_spec
+from kernloop.backends.resultline import parse_result_line, validate_result
+from kernloop.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "specs" / "matmul.yaml")
@@ -263,7 +263,7 @@ def test_a_layer_the_os_refuses_fails_closed_on_the_cpu_and_is_reported_best_eff
 
 
 def test_the_orchestrator_never_forwards_the_seam_and_never_takes_a_seam_result(monkeypatch):
-    from backends.sandbox import stripped_env
+    from kernloop.backends.sandbox import stripped_env
     monkeypatch.setenv("KERNLOOP_TEST_SEAM", "arbitrary-python")
     assert "KERNLOOP_TEST_SEAM" not in stripped_env()
     line = {"ok": True, "stage": "done", "error": None, "test_seam": True}

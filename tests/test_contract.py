@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-import contract
+from kernloop import contract
 import hostile_cases
 from contract_cases import ALLOC, BASE, HOSTILE, IMPORTS, JIT, kernel, launcher, module
-from propose import prompt
-from propose.proposer import ProposalContext
+from kernloop.propose import prompt
+from kernloop.propose.proposer import ProposalContext
 from shipped import shipped_spec_paths
-from spec import load_spec
-from propose.tuner import Tuner
+from kernloop.spec import load_spec
+from kernloop.propose.tuner import Tuner
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = {p.stem: load_spec(p) for p in shipped_spec_paths()}   # never a user's own spec
@@ -111,7 +111,7 @@ def test_hostile_construct_is_rejected_with_its_line_and_reason(code, line, reas
 def test_the_option_names_cover_the_installed_triton():
     """Triton hands every launch keyword to its backend's options; the contract's list of those
     names must hold all of the installed Triton's (a new option must not pass as a parameter)."""
-    from contract.launcher import TRITON_OPTIONS
+    from kernloop.contract.launcher import TRITON_OPTIONS
     from triton.backends.nvidia.compiler import CUDAOptions
     fields = set(CUDAOptions.__dataclass_fields__)
     try:

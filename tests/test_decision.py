@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from decision import decide, stop_reason
+from kernloop.decision import decide, stop_reason
 
 
 def res(cand_mean, champ_mean, cs=0.001, bs=0.001, n=50, **kw):
@@ -91,7 +91,7 @@ def test_stop_rules():
 
 # ---------------------------------------------------------------- many candidates in flight
 
-from decision import MAX_RETIMES, batch_winners, next_step  # noqa: E402
+from kernloop.decision import MAX_RETIMES, batch_winners, next_step  # noqa: E402
 
 
 def test_a_win_against_the_current_champion_promotes():
@@ -126,7 +126,7 @@ def test_batch_winners_are_ranked_best_first_and_losers_left_out():
 
 
 def test_stop_names_its_kind():
-    from decision import stop_rule as stop
+    from kernloop.decision import stop_rule as stop
     assert stop(30, 30, 0, 0) == ("budget", "iteration budget reached (30)")
     assert stop(5, 30, 4, 4)[0] == "patience"
     assert stop(5, 30, 0, 0, exhausted=True)[0] == "exhausted"
@@ -136,7 +136,7 @@ def test_stop_names_its_kind():
 
 
 def test_transport_stop_rule():
-    from decision import transport_stop
+    from kernloop.decision import transport_stop
     assert transport_stop(0, False, False) is None
     assert transport_stop(2, False, True) is None                  # two in a row: go on
     assert "3 LLM transport failures in a row" in transport_stop(3, False, True)
@@ -148,7 +148,7 @@ def test_transport_stop_rule():
 
 
 def test_a_result_counts_only_for_the_bytes_judged():
-    from decision import same_bytes
+    from kernloop.decision import same_bytes
     ok = {"ok": True, "correct": True, "source_sha256": {"candidate": "aa", "champion": "bb"}}
     assert same_bytes(ok, {"candidate": "aa", "champion": "bb"}) is ok
     bad = same_bytes(ok, {"candidate": "ab", "champion": "bb"})

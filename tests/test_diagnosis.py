@@ -2,10 +2,10 @@
 from pathlib import Path
 
 from checker.kernelprofile import SM_LIMITS, kernel_summary, launch_bound
-from standing.diagnosis import (bound_finding, compulsory_bytes, diagnose, grid_finding, launch_finding,
+from kernloop.standing.diagnosis import (bound_finding, compulsory_bytes, diagnose, grid_finding, launch_finding,
                        occupancy_finding, sig, spill_finding, stall_finding, throughput_finding,
                        traffic_finding)
-from spec import load_spec
+from kernloop.spec import load_spec
 
 
 ROOT = Path(__file__).resolve().parent.parent

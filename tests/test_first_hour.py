@@ -20,15 +20,15 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import page  # noqa: E402
-from loop import terminal  # noqa: E402
+from kernloop import page  # noqa: E402
+from kernloop.loop import terminal  # noqa: E402
 from browser import Browser  # noqa: E402
 from checker.validate import make_inputs, reference_callable  # noqa: E402
 from loopback_openai import LoopbackOpenAI, error, reply  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 from pagekit import chromium_or_fail  # noqa: E402
 from test_page_states import ARTIFACTS, copy_run, keep_events, needs_chromium  # noqa: E402
-from trajectory import RunLog, end_run, read_events  # noqa: E402
+from kernloop.trajectory import RunLog, end_run, read_events  # noqa: E402
 
 KB = ROOT / "tests" / "kernelbench"
 NO_KEYS = {k: v for k, v in os.environ.items() if not k.startswith(("KERNLOOP_", "TAVILY", "NVIDIA_API"))}

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import orchestrator
-from loop.state import State
-from backends.local import SyntheticBackend, parse_child
-from backends.sandbox import run_child, stripped_env
-from spec import load_spec
+from kernloop.loop.state import State
+from kernloop.backends.local import SyntheticBackend, parse_child
+from kernloop.backends.sandbox import run_child, stripped_env
+from kernloop.spec import load_spec
 from tests import judges
 from tests.hostile_cases import CASES, FAULTS, expected_in
 from tests.scripted_proposer import Scripted
@@ -61,7 +61,7 @@ def test_a_candidate_clearly_slower_ends_its_a_b_early_and_is_rejected_either_wa
     """A candidate with 16x16 tiles (about 4x the interpreter's work of the 32x32 champion):
     its A/B ends once it is clearly slower (timing.clearly_slower, from the 10th rep), every rep
     it ran checked; with --no-early-reject all 30 reps run. Both are rejections."""
-    import decision
+    from kernloop import decision
     slow = BASE.replace("BLOCK_M=32, BLOCK_N=32, BLOCK_K=32", "BLOCK_M=16, BLOCK_N=16, BLOCK_K=16")
     assert slow != BASE
     (tmp_path / "a").mkdir()
@@ -95,7 +95,7 @@ def test_both_sides_are_even_by_default_and_a_champion_wrong_when_timed_fails_th
 @pytest.mark.parametrize("name", sorted(TIMED_CASES))
 def test_timed_phase_exploit_rejected(tmp_path, name):
     """Passes the contract, is right on every correctness call, wrong on some timed reps."""
-    import contract
+    from kernloop import contract
     make, expected, _ = TIMED_CASES[name]
     code = make(BASE)
     assert code != BASE and contract.check(code, SPEC) == []
@@ -108,7 +108,7 @@ def test_a_softmax_right_only_for_small_logits_fails_the_stress_draw(tmp_path):
     """The naive softmax without its max pass reads each row twice, not three times, and is
     right for normal(0, 1) logits (exp cannot overflow); softmax.yaml's stress_scale draw (logits
     of std 50) is where it must still be right, and it returns inf/inf there."""
-    import contract
+    from kernloop import contract
     sspec = load_spec(ROOT / "specs" / "softmax.yaml")
     base = sspec.baseline.read_text()
     start, end = base.index("    # Pass 1: the row maximum."), base.index("    # Pass 2")
@@ -207,7 +207,7 @@ def test_checker_child_dies_with_a_killed_kernloop(tmp_path):
     child = tmp_path / "child.py"
     child.write_text(f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
     kernloop = tmp_path / "kernloop.py"
-    kernloop.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom backends.sandbox import run_child\n"
+    kernloop.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom kernloop.backends.sandbox import run_child\n"
                         f"run_child([sys.executable, {str(child)!r}], 300)\n")
     code_path = str(kernloop)
     parent = subprocess.Popen([sys.executable, code_path])

@@ -82,7 +82,7 @@ def test_the_loop_lives_through_every_class_and_the_champion_never_changes(tmp_p
 
 
 def test_champion_copies_are_written_only_from_the_judged_bytes(tmp_path):
-    from loop.runfolder import RunFolderError, write_judged_copy
+    from kernloop.loop.runfolder import RunFolderError, write_judged_copy
     src, dst = tmp_path / "it0003.py", tmp_path / "champion.py"
     src.write_bytes(b"judged\n")
     sha = hashlib.sha256(b"judged\n").hexdigest()

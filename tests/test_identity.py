@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from backends.local import parse_child
-from backends.sandbox import run_child
+from kernloop.backends.local import parse_child
+from kernloop.backends.sandbox import run_child
 from checker import identity
 from tests import judges
 from tests.hostile_cases import def_in_body_string, def_in_decorator_keyword, nested_def_same_name
-from spec import load_spec
+from kernloop.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "specs" / "matmul.yaml")
@@ -191,7 +191,7 @@ def test_the_contract_works_out_the_same_texts_as_the_installed_triton(tmp_path)
             "        out.append([i, e.first_line, identity.triton_sources(getattr(mod, e.name))])\n"
             "print(json.dumps(out))\n" % json.dumps(paths))
     real = json.loads(_py(code, interpret=False).strip().splitlines()[-1])
-    from contract import texts as contract_text
+    from kernloop.contract import texts as contract_text
     assert len(real) >= len(files)
     for i, first, texts in real:
         text = identity.source_text(files[i].encode())
@@ -217,7 +217,7 @@ triton.compile(ASTSource(fn=k, signature={"x_ptr": "*fp32", "F": "constexpr"}, c
 def test_triton_calls_python_at_compile_time_and_the_contract_lets_none_through(tmp_path):
     """The code generator calls a Python callable a kernel is given (no GPU needed to compile
     for one): the way is real. Every way a kernel file could hand one over is rejected."""
-    import contract
+    from kernloop import contract
     marker, script = tmp_path / "marker", tmp_path / "compile_time.py"
     script.write_text(_COMPILE_TIME)   # Triton reads a kernel's source from its file
     p = subprocess.run([sys.executable, str(script), str(marker)], capture_output=True, text=True,

@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import orchestrator
-from loop.state import State
-from backends.local import Backend, parse_child
+from kernloop.loop.state import State
+from kernloop.backends.local import Backend, parse_child
 from checker.validate import Reject, judge_values
-from decision import decide
-from backends.resultline import MARKER, parse_result_line, validate_result
-from backends.sandbox import run_child
-from spec import load_spec
+from kernloop.decision import decide
+from kernloop.backends.resultline import MARKER, parse_result_line, validate_result
+from kernloop.backends.sandbox import run_child
+from kernloop.spec import load_spec
 from tests.hostile_cases import CASES
 from tests.scripted_proposer import Scripted
 
@@ -186,7 +186,7 @@ def test_loop_survives_a_malformed_result_line_and_keeps_its_champion(tmp_path):
 def test_every_checker_module_is_staged_with_the_job(tmp_path):
     """A job (local folder or Nebius container) holds the checker's files flat: a module left
     out of the list would be missing there while every test here still found it."""
-    from backends.local import CHECKER_MODULES, CHECKER_SIGHT, stage_job
+    from kernloop.backends.local import CHECKER_MODULES, CHECKER_SIGHT, stage_job
     here = {p.name for p in (ROOT / "checker").glob("*.py")
             if p.name != "__init__.py" and not p.name.endswith("_entry.py")}   # entries: per backend
     assert set(CHECKER_MODULES) | {p.name for p in CHECKER_SIGHT} == here

@@ -17,10 +17,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import fake_nebius  # noqa: E402
 import nebius_jobs as nj  # noqa: E402
-from backends.nebius_batch import parse_batch_lines  # noqa: E402
-from backends.resultline import format_result_line  # noqa: E402
-from settings import SettingsError  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.backends.nebius_batch import parse_batch_lines  # noqa: E402
+from kernloop.backends.resultline import format_result_line  # noqa: E402
+from kernloop.settings import SettingsError  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 from test_nebius_jobs import FAST, assert_backend_failure, commands, fake  # noqa: E402,F401
 
 SPEC = ROOT / "specs" / "matmul.yaml"
@@ -66,7 +66,7 @@ def test_a_batch_is_one_job_with_one_checker_per_candidate(fake):
     creates = [c["argv"] for c in fake.calls() if c["argv"][:3] == ["ai", "job", "create"]]
     assert len(creates) == 1
     injected = [a.split(":")[0] for i, a in enumerate(creates[0]) if creates[0][i - 1] == "--inject-file"]
-    from backends.local import CHECKER_MODULES
+    from kernloop.backends.local import CHECKER_MODULES
     assert sorted(injected) == sorted(["batch.json", "candidate-it0001.py", "candidate-it0002.py",
                                        "champion.py", "kernloop_entry.py", "spec.json", *CHECKER_MODULES])
     assert [r["ok"] for r in res] == [True, True] and res[0] is not res[1]

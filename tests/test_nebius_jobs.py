@@ -23,10 +23,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import fake_nebius  # noqa: E402
 import nebius_jobs as nj  # noqa: E402
-from backends.nebius_cli import normalize_state  # noqa: E402
-from spec import load_spec  # noqa: E402
-from settings import SettingsError  # noqa: E402
-from trajectory import read_events  # noqa: E402
+from kernloop.backends.nebius_cli import normalize_state  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
+from kernloop.settings import SettingsError  # noqa: E402
+from kernloop.trajectory import read_events  # noqa: E402
 
 SPEC = ROOT / "specs" / "matmul.yaml"
 FAST = {"KERNLOOP_NEBIUS_CHECK_MODE": "interpret", "KERNLOOP_NEBIUS_POLL_S": "0.05",

@@ -23,16 +23,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from standing import briefing  # noqa: E402
+from kernloop.standing import briefing  # noqa: E402
 import fake_nebius  # noqa: E402
 import nebius_jobs as nj  # noqa: E402
-import page  # noqa: E402
-from backends.local import CHECKER_MODULES, CHECKER_SIGHT  # noqa: E402
+from kernloop import page  # noqa: E402
+from kernloop.backends.local import CHECKER_MODULES, CHECKER_SIGHT  # noqa: E402
 from loopback_openai import LoopbackOpenAI, reply  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 from test_nebius_jobs import FAST, fake, flag_values  # noqa: E402,F401
 from pagekit import Parsed  # noqa: E402
-from trajectory import read_events  # noqa: E402
+from kernloop.trajectory import read_events  # noqa: E402
 
 REPS, WARMUP = 8, 2
 NAIVE_CONFIG = "CONFIG = dict(BLOCK_SIZE=256, ROWS=1, num_warps=4)"

@@ -21,10 +21,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import nemotron_client as nc                                       # noqa: E402
-from propose import extract  # noqa: E402
-from propose import prompt  # noqa: E402
+from kernloop.propose import extract  # noqa: E402
+from kernloop.propose import prompt  # noqa: E402
 from loopback_openai import LoopbackOpenAI, delay, error, reply    # noqa: E402
-from propose.proposer import ProposalContext                                # noqa: E402
+from kernloop.propose.proposer import ProposalContext                                # noqa: E402
 
 KEY = "sk-test-SECRET123"
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import nemotron_client as nc                     # noqa: E402
 from loopback_openai import LoopbackOpenAI, reply  # noqa: E402
-from trajectory import read_events  # noqa: E402
+from kernloop.trajectory import read_events  # noqa: E402
 
 KEY = "sk-test-SECRET123"
 SPEC = ROOT / "specs" / "matmul.yaml"

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from loopback_openai import LoopbackOpenAI, reply   # noqa: E402
 
 from checker.validate import make_inputs, reference_callable   # noqa: E402
-from spec import load_spec   # noqa: E402
+from kernloop.spec import load_spec   # noqa: E402
 
 KB = ROOT / "tests" / "kernelbench"
 KERNELS = ROOT / "tests" / "kernels"
@@ -244,7 +244,7 @@ def test_check_against_a_file_baseline(tmp_path):
 
 def test_a_torch_side_reaches_a_nebius_job_as_a_flag(tmp_path):
     """The job's entry passes --champion-torch when no champion file was injected."""
-    from backends.local import stage_job
+    from kernloop.backends.local import stage_job
     from nebius_jobs import write_entry
     spec = load_spec(ROOT / "specs" / "softmax.yaml")
     files = stage_job(spec, spec.baseline, None, tmp_path)
@@ -281,7 +281,7 @@ cost: {flops: "B*C", bytes: "4*B*C"}
     ("dtype: int64, dist: randint, high: C", "missing.py:f", "reference"),  # no such file
 ])
 def test_spec_rejects_bad_integer_inputs_and_reference_files(tmp_path, inp, ref, field):
-    from spec import SpecError
+    from kernloop.spec import SpecError
     (tmp_path / "ref.py").write_text("def f(x, y):\n    return x.sum()\n")
     (tmp_path / "s.yaml").write_text(SPEC % (inp, ref))
     with pytest.raises(SpecError) as e:
@@ -319,9 +319,9 @@ def test_the_judge_times_torch_compile_of_a_reference_file(kb_specs, tmp_path):
     it on the timed inputs and times it beside the kernels (on the H200 it used to be skipped with
     `No module named 'kernloop_reference'`: the file's module was not importable; see
     tests/test_peers.py). Numbers: the host clock's, no measurement."""
-    from backends.local import stage_job
+    from kernloop.backends.local import stage_job
     from checker.peers import COMPILE_LABEL
-    from backends.resultline import parse_result_line
+    from kernloop.backends.resultline import parse_result_line
     f = stage_job(kb_specs["softmax_wide"], None, None, tmp_path)
     p = subprocess.run([sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate-torch",
                         "--champion-torch", "--mode", "interpret", "--host-clock", "--peers", "--draws", "1",

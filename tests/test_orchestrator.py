@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import orchestrator
-from loop.state import State
-from loop import terminal
-from backends.local import SyntheticBackend
-from spec import load_spec
+from kernloop.loop.state import State
+from kernloop.loop import terminal
+from kernloop.backends.local import SyntheticBackend
+from kernloop.spec import load_spec
 from tests.scripted_proposer import Scripted
-from trajectory import read_events
+from kernloop.trajectory import read_events
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_LLM = {k: v for k, v in os.environ.items()

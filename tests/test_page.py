@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pagekit import (FIXTURE, ROOT, Parsed, assert_self_contained, copy_sample,  # noqa: E402
                      make_hostile, make_run, read_events, sample_ids, write_events)
 from pagekit import strict_templates  # noqa: E402,F401 - autouse: pages render with strict templates
-import page  # noqa: E402
-from view import htmlfmt  # noqa: E402
+from kernloop import page  # noqa: E402
+from kernloop.view import htmlfmt  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- the page as HTML
@@ -244,8 +244,8 @@ def test_a_page_bug_never_stops_the_run(tmp_path, monkeypatch, capsys):
 _BOUNDED = r"""
 import sys, time
 sys.path.insert(0, {root!r})
-from view import htmlfmt
-from propose import extract
+from kernloop.view import htmlfmt
+from kernloop.propose import extract
 t0 = time.monotonic()
 lines = htmlfmt.highlight_python("X = " + "1" * 60000 + "x\n" + "".join("Y = %s1if True else 0\n" % ("1" * 1500) for _ in range(40)) + "z = 12")
 assert str(lines[0]).startswith("X = 111") and "<span" not in str(lines[0])   # too long: escaped only

@@ -15,7 +15,7 @@ from browser import Browser  # noqa: E402
 from pagekit import (ARTIFACTS, ROOT, chromium_or_fail, copy_sample, make_hostile,  # noqa: E402
                      make_run, needs_chromium, sample_ids)
 from pagekit import strict_templates  # noqa: E402,F401 - autouse: pages render with strict templates
-import page  # noqa: E402
+from kernloop import page  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- in a real browser

@@ -14,10 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import page  # noqa: E402
+from kernloop import page  # noqa: E402
 from checker.kernelprofile import SM_LIMITS, kernel_summary, launch_bound  # noqa: E402
 from pagekit import Parsed  # noqa: E402
-from trajectory import RunLog, read_events  # noqa: E402
+from kernloop.trajectory import RunLog, read_events  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "fixtures" / "sample_run"
 PEERS = {"peers": {"torch.mm (cuBLAS)": {"median_ms": 0.1780, "mean_ms": 0.1783, "std_ms": 0.0011},

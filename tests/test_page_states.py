@@ -14,10 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import page  # noqa: E402
+from kernloop import page  # noqa: E402
 from browser import Browser, find_chromium  # noqa: E402
 from pagekit import NO_CHROMIUM, REQUIRE_CHROMIUM, Parsed, chromium_or_fail  # noqa: E402
-from trajectory import RunLog, end_run, read_events  # noqa: E402
+from kernloop.trajectory import RunLog, end_run, read_events  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "fixtures" / "sample_run"
 EXAMPLE = ROOT / "runs" / "example"

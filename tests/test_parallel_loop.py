@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from trajectory import read_events
+from kernloop.trajectory import read_events
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_LLM = {k: v for k, v in os.environ.items()

@@ -12,7 +12,7 @@ import torch
 from checker.peers import (COMPILE_LABEL, best_peer, build, compiled_reference, expression_peer,
                            interleave, liger_namespace, peers_block, quack_namespace, rel_spread,
                            screen, unreliable)
-from spec import load_spec
+from kernloop.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,14 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from standing import briefing  # noqa: E402
+from kernloop.standing import briefing  # noqa: E402
 import nemotron_client as nc  # noqa: E402
-from propose import prompt  # noqa: E402
+from kernloop.propose import prompt  # noqa: E402
 from checker.kernelprofile import SM_LIMITS, kernel_summary, launch_bound  # noqa: E402
-from standing.diagnosis import compulsory_bytes  # noqa: E402
+from kernloop.standing.diagnosis import compulsory_bytes  # noqa: E402
 from loopback_openai import LoopbackOpenAI, reply  # noqa: E402
-from propose.proposer import ProposalContext  # noqa: E402
-from spec import load_spec  # noqa: E402
+from kernloop.propose.proposer import ProposalContext  # noqa: E402
+from kernloop.spec import load_spec  # noqa: E402
 
 SPEC = load_spec(ROOT / "specs" / "softmax.yaml")
 KERNEL = kernel_summary("_softmax_kernel", 32, 0, 0, 8, (4096, 1, 1), SM_LIMITS[(9, 0)], 132)
@@ -87,8 +87,8 @@ def test_prompt_holds_device_peers_time_to_beat_diagnosis_and_configs():
 
 
 def _with_config(code: str, note: str, **cfg) -> str:
-    from propose.tuner import replace_config
-    import contract
+    from kernloop.propose.tuner import replace_config
+    from kernloop import contract
     body = replace_config(code, {**contract.read_config(code), **cfg})
     return f"# NOTE: {note}\n" + "".join(l for l in body.splitlines(keepends=True) if not l.startswith("# NOTE:"))
 

@@ -18,7 +18,7 @@ from ray_cluster import LocalCluster, age_s, judges_under  # before ray: it keep
 
 ray = pytest.importorskip("ray")
 
-from trajectory import read_events  # noqa: E402
+from kernloop.trajectory import read_events  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SYNTH = {"KERNLOOP_RAY_MODE": "synthetic"}
@@ -199,9 +199,9 @@ def test_resume_reruns_the_jobs_in_flight_when_the_driver_was_killed(cluster, tm
 
 def test_a_judge_past_its_time_a_lost_task_and_a_node_without_torch(cluster, tmp_path):
     """Each is a failed result that says what happened and where; the batch is one task."""
-    from backends.local import BackendError
-    from backends.ray import connect
-    from spec import load_spec
+    from kernloop.backends.local import BackendError
+    from kernloop.backends.ray import connect
+    from kernloop.spec import load_spec
     shadow = tmp_path / "shadow" / "torch"   # this node's Python cannot import torch, as if it
     shadow.mkdir(parents=True)               # were not installed there
     (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", "

@@ -5,8 +5,8 @@ import socket
 
 import pytest
 
-from backends.local import BackendError
-from backends.ray import (cluster_summary, missing_package, node_label, parse_resources, retried,
+from kernloop.backends.local import BackendError
+from kernloop.backends.ray import (cluster_summary, missing_package, node_label, parse_resources, retried,
                           split_address, unreachable)
 
 

@@ -48,7 +48,7 @@ def test_the_readme_is_read_in_five_minutes():
 def test_the_event_table_is_the_schema():
     import sys
     sys.path.insert(0, str(ROOT))
-    import trajectory
+    from kernloop import trajectory
     assert trajectory.markdown_table() in DOCS["events.md"], \
         "docs/events.md's run.jsonl table differs from trajectory.SCHEMA:\n" + trajectory.markdown_table()
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     reason="orchestrator.py or tests/loopback_openai.py not there yet")
 
 from loopback_tavily import MARKER, LoopbackTavily, status  # noqa: E402
-from trajectory import read_events  # noqa: E402
+from kernloop.trajectory import read_events  # noqa: E402
 
 TAVILY_KEY = "tvly-e2e-key"
 BASELINE = (ROOT / "specs" / "matmul_naive.py").read_text(encoding="utf-8")

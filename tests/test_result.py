@@ -1,6 +1,6 @@
 """The typed result: a result line read once into Result/Timing; readers ask it, not the dict."""
-from backends.resultline import Result, Timing, format_result_line, parse_result_line
-from loop.terminal import status_line
+from kernloop.backends.resultline import Result, Timing, format_result_line, parse_result_line
+from kernloop.loop.terminal import status_line
 
 
 def test_a_result_line_reads_into_typed_sides():

@@ -131,7 +131,7 @@ def test_interrupted_tuner_run_resumes_exactly_as_the_uninterrupted_one(tmp_path
 def interrupts_child(body: str) -> subprocess.CompletedProcess:
     """`body` run in a fresh Python with loop.interrupts installed (os, signal, subprocess, sys
     imported): signals are process-wide, so each case gets its own process."""
-    code = ("import os, signal, subprocess, sys; sys.path.insert(0, sys.argv[1]); from loop import interrupts\n"
+    code = ("import os, signal, subprocess, sys; sys.path.insert(0, sys.argv[1]); from kernloop.loop import interrupts\n"
             "interrupts.install()\n" + body)
     return subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True,
                           timeout=60)

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from loop.iteration import candidate_event, proposal_context
-from loop.state import State
-from loop import scheduler
-from backends.local import Backend, SYNTHETIC_DEVICE
-from spec import load_spec
+from kernloop.loop.iteration import candidate_event, proposal_context
+from kernloop.loop.state import State
+from kernloop.loop import scheduler
+from kernloop.backends.local import Backend, SYNTHETIC_DEVICE
+from kernloop.spec import load_spec
 from tests.scripted_proposer import Scripted
-from propose.tuner import replace_config
+from kernloop.propose.tuner import replace_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "specs" / "matmul.yaml")
@@ -249,8 +249,8 @@ def test_never_more_in_flight_than_k(tmp_path, parallel):
 
 
 def test_the_page_marks_confirmed_unconfirmed_and_retimed_candidates(tmp_path):
-    import page
-    from trajectory import RunLog
+    from kernloop import page
+    from kernloop.trajectory import RunLog
     speed = {"it0001": 0.9, "it0002": 0.6, "it0003": 0.5, "it0004": 1.1}
     evs, _ = drive(tmp_path, ScriptedBackend(speed, workers=1), n=4, parallel=4, batch=4)
     run_dir = tmp_path / "run"

@@ -6,11 +6,11 @@ The backend here is a stand-in with the LocalBackend's two methods (the real one
 test_warm_judge.py)."""
 from pathlib import Path
 
-from loop import secondlook
-from loop.state import State
-from view import pageview
-from spec import load_spec
-from trajectory import RunLog, read_events
+from kernloop.loop import secondlook
+from kernloop.loop.state import State
+from kernloop.view import pageview
+from kernloop.spec import load_spec
+from kernloop.trajectory import RunLog, read_events
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "specs" / "matmul.yaml")

@@ -5,9 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backends.local import CHECKER_SIGHT, stage_job
-from backends.resultline import parse_result_line
-from spec import load_spec
+from kernloop.backends.local import CHECKER_SIGHT, stage_job
+from kernloop.backends.resultline import parse_result_line
+from kernloop.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 

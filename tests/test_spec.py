@@ -3,7 +3,7 @@ import textwrap
 
 import pytest
 
-from spec import SpecError, load_spec
+from kernloop.spec import SpecError, load_spec
 
 GOOD = textwrap.dedent("""
     name: t

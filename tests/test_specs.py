@@ -22,11 +22,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import contract  # noqa: E402
-from backends import perfmodel  # noqa: E402
-import spec as specmod  # noqa: E402
-from propose import tuner  # noqa: E402
-from backends.resultline import parse_result_line  # noqa: E402
+from kernloop import contract  # noqa: E402
+from kernloop.backends import perfmodel  # noqa: E402
+from kernloop import spec as specmod  # noqa: E402
+from kernloop.propose import tuner  # noqa: E402
+from kernloop.backends.resultline import parse_result_line  # noqa: E402
 from shipped import SHIPPED_SPECS, shipped_spec_paths  # noqa: E402
 
 SPECS = ROOT / "specs"

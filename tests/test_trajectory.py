@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from trajectory import REQUIRED, RunLog, read_events, repair_torn_tail
+from kernloop.trajectory import REQUIRED, RunLog, read_events, repair_torn_tail
 
 
 def test_round_trip(tmp_path):
@@ -41,7 +41,7 @@ def test_corrupt_middle_line_is_an_error(tmp_path):
 
 
 def test_the_writer_refuses_what_the_schema_does_not_declare(tmp_path):
-    from trajectory import SchemaError
+    from kernloop.trajectory import SchemaError
     log = RunLog(tmp_path / "run.jsonl", "r1", "synthetic", True)
     with pytest.raises(SchemaError, match="'championz' is not declared in trajectory.Iteration"):
         log.append("iteration", iteration=1, championz="it0001")
@@ -57,7 +57,7 @@ def test_the_writer_refuses_what_the_schema_does_not_declare(tmp_path):
 
 
 def test_one_run_end_for_every_stop(tmp_path):
-    from trajectory import STOPPED, end_run
+    from kernloop.trajectory import STOPPED, end_run
     for stopped in STOPPED:
         p = tmp_path / f"{stopped}.jsonl"
         end_run(RunLog(p, "r1", "local", False), stopped, f"because {stopped}", iterations_done=3,
@@ -69,7 +69,7 @@ def test_one_run_end_for_every_stop(tmp_path):
 
 
 def test_the_strict_reader_rejects_a_log_outside_the_schema_and_the_tolerant_one_says_so(tmp_path):
-    from trajectory import SchemaError
+    from kernloop.trajectory import SchemaError
     p = tmp_path / "run.jsonl"
     p.write_text('{"event": "run_start", "ts": "t", "run_id": "r", "backend": "local", "synthetic": false, '
                  '"extra": 1}\n')

@@ -1,10 +1,10 @@
 """The built-in tuner: stays in the space, never repeats, deterministic for a seed."""
 from pathlib import Path
 
-from contract import check, read_config
-from propose.proposer import ProposalContext
-from spec import load_spec
-from propose.tuner import Tuner, replace_config
+from kernloop.contract import check, read_config
+from kernloop.propose.proposer import ProposalContext
+from kernloop.spec import load_spec
+from kernloop.propose.tuner import Tuner, replace_config
 
 SPEC = load_spec("specs/matmul.yaml")
 BASE = Path("specs/matmul_naive.py").read_text()
@@ -74,7 +74,7 @@ def test_replace_config_roundtrip():
 def test_initial_samples_spread_over_every_parameter():
     import random
 
-    from propose.tuner import latin_hypercube
+    from kernloop.propose.tuner import latin_hypercube
     for seed in range(20):
         samples = latin_hypercube(SPEC.search_space, 4, random.Random(seed))
         assert len(samples) == 4
@@ -117,7 +117,7 @@ def smem(c):
 
 def outcome(c, champ_ms):
     """(verdict, reason, ms) as the loop would see them: the smem oracle, then the perf model."""
-    from backends import perfmodel
+    from kernloop.backends import perfmodel
     if smem(c) > H200_SMEM:
         return "failed", "candidate raised on shape 4096x4096x4096: " + OOR.format(smem(c)), None
     ms = perfmodel.matmul_time({"M": 4096, "N": 4096, "K": 4096}, c)
@@ -127,7 +127,7 @@ def outcome(c, champ_ms):
 def simulate(seed, steps, learn, tuner=None, history=()):
     """Drive the tuner like the loop: evaluate each proposal, promote a 2% win, observe the
     outcome when `learn`. Returns (tuner, [(config, verdict, note)])."""
-    from backends import perfmodel
+    from kernloop.backends import perfmodel
     t = tuner or Tuner(SPEC.search_space, seed=seed)
     champ = BASE
     champ_ms = perfmodel.matmul_time({"M": 4096, "N": 4096, "K": 4096}, read_config(BASE))
@@ -149,7 +149,7 @@ def simulate(seed, steps, learn, tuner=None, history=()):
 
 
 def test_dominance_rule():
-    from propose.tuner import needs_at_least, resource_params
+    from kernloop.propose.tuner import needs_at_least, resource_params
     assert resource_params(SPEC.search_space) == ["BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"]
     t = Tuner(SPEC.search_space, seed=0)
     # The H200 run: it0006 ran out; it0016 (bigger in stages only, other warps/GROUP_M) compiled
@@ -198,7 +198,7 @@ def test_observing_failures_wastes_fewer_compiles():
 def test_resumed_tuner_keeps_what_it_learned():
     """--resume rebuilds the tuner from run.jsonl through State.apply (mark_tried + observe):
     the fresh tuner proposes nothing that needs the memory of a config that ran out."""
-    from loop.state import State
+    from kernloop.loop.state import State
     _, first = simulate(4, 12, learn=True)
     failed = [c for c, v, _ in first if v == "failed"]
     assert failed
@@ -237,7 +237,7 @@ def _h200_outcomes():
 
 def test_tile_estimate_matches_what_triton_reported_on_the_h200():
     import re
-    from propose.tuner import calibrate, fits, smem_limit, tile_smem
+    from kernloop.propose.tuner import calibrate, fits, smem_limit, tile_smem
     ran = failed = 0
     for cfg, verdict, reason in _h200_outcomes():
         m = re.search(r"Required: (\d+), Hardware limit: (\d+)", reason or "")
@@ -255,7 +255,7 @@ def test_tile_estimate_matches_what_triton_reported_on_the_h200():
 
 
 def test_replayed_h200_runs_would_have_skipped_all_but_the_calibrating_failure():
-    from propose.tuner import fits
+    from kernloop.propose.tuner import fits
     for path in H200_RUNS:
         t = Tuner(SPEC.search_space, seed=0)
         skipped = failed = 0
@@ -271,7 +271,7 @@ def test_replayed_h200_runs_would_have_skipped_all_but_the_calibrating_failure()
 
 
 def test_calibration_and_table_edges():
-    from propose.tuner import calibrate, fits, smem_limit, tile_smem
+    from kernloop.propose.tuner import calibrate, fits, smem_limit, tile_smem
     cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=4)       # 4 x 32 KB of tiles
     text = "out of resource: shared memory, Required: {}, Hardware limit: 101376"
     assert calibrate(cfg, 2, text.format(131072 + 8192)) == (0, 101376)   # all 4 buffers (+ extra)
@@ -289,7 +289,7 @@ def test_calibration_and_table_edges():
 def test_tuner_skips_configs_that_cannot_fit_and_says_so():
     """Before any failure only configs above the lower bound are skipped; after Triton's first
     "Required/Hardware limit" failure, every proposal fits the calibrated estimate."""
-    from propose.tuner import tile_smem
+    from kernloop.propose.tuner import tile_smem
     t, props = drive(seed=2, steps=60)
     cfgs = [read_config(p.code) for p in props]
     assert all(tile_smem(c, 2, 1) <= 232448 for c in cfgs)
@@ -324,7 +324,7 @@ def test_the_model_fails_a_config_out_of_its_range_and_never_raises_anything_els
     held to its range first, and whatever remains is a ModelError (a failed iteration)."""
     import pytest
 
-    from backends import perfmodel
+    from kernloop.backends import perfmodel
     shape, ok = {"M": 4096, "N": 4096, "K": 4096}, dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
     assert perfmodel.predict_ms("matmul", shape, ok, 1e8) > 0
     for bad, why in ((dict(ok, GROUP_M=0), "GROUP_M'] = 0 is outside"), (dict(ok, BLOCK_M=-32), "is outside"),

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 import orchestrator
-from backends import warmjudge
-from backends.local import LocalBackend
-from propose.proposer import Proposal
-from spec import load_spec
+from kernloop.backends import warmjudge
+from kernloop.backends.local import LocalBackend
+from kernloop.propose.proposer import Proposal
+from kernloop.spec import load_spec
 from tests.hostile_cases import CASES, FAULTS, expected_in
-from trajectory import read_events
+from kernloop.trajectory import read_events
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "specs" / "matmul.yaml")
@@ -321,7 +321,7 @@ def test_nothing_outlives_a_killed_loop(tmp_path):
     script.write_text(
         "import json, sys, time\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from pathlib import Path\nfrom backends.local import LocalBackend\nfrom spec import load_spec\n"
+        "from pathlib import Path\nfrom kernloop.backends.local import LocalBackend\nfrom kernloop.spec import load_spec\n"
         f"spec = load_spec({str(ROOT / 'specs' / 'matmul.yaml')!r})\n"
         "spec.check_shapes = [{'M': 37, 'N': 45, 'K': 29}]\n"
         "b = LocalBackend(device='CPU', mode='interpret')\n"

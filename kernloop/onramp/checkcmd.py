@@ -1,0 +1,124 @@
+"""`orchestrator.py check`: one kernel file through the contract and the full checker, printed as a verdict table and one JSON line."""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from kernloop import contract
+from kernloop.backends.resultline import Result
+from kernloop.errors import ArgParser, KernLoopError
+from kernloop.loop import terminal
+from kernloop.spec import load_spec
+
+
+class CheckError(KernLoopError):
+    """Bad input to `check` (exit 2)."""
+
+
+def parse_args(argv):
+    p = ArgParser(prog="orchestrator.py check",
+                                description="Check one kernel file against a spec: every shape, timed "
+                                            "against the spec's baseline.")
+    p.add_argument("--spec", required=True, help="spec YAML")
+    p.add_argument("kernel", help="the kernel file (the spec's entry function, a CONFIG literal)")
+    p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius"],
+                   help="auto = local if a CUDA GPU is visible, else synthetic")
+    p.add_argument("--json", metavar="FILE", help="also write the verdict as one JSON object to FILE "
+                                                  "(- prints it as the last line of stdout)")
+    return p.parse_args(argv)
+
+
+def _fmt_ms(v) -> str:
+    return f"{v:.4f} ms" if isinstance(v, (int, float)) else "--"
+
+
+def summary(spec, kernel: Path, res: dict, contract_reasons: list[str]) -> dict:
+    """The one JSON line: what a script needs from the verdict."""
+    r = Result.of(res)
+    cand, base = r.candidate_ms, r.champion_ms
+    return {"kernel": str(kernel), "spec": str(spec.path), "correct": r.correct is True,
+            "ok": r.ok, "stage": res.get("stage"), "error": res.get("error"),
+            "contract": contract_reasons, "rel_l2": r.rel_l2,
+            "tolerance": spec.tolerance, "candidate_ms": cand, "baseline_ms": base,
+            "baseline": "torch" if spec.torch_baseline else spec.baseline.name,
+            "speedup": base / cand if cand and base else None, "peers": res.get("peers"),
+            "backend": res.get("backend"), "synthetic": bool(res.get("synthetic")),
+            "device": res.get("device"), "timing_model": res.get("timing_model")}
+
+
+def table(spec, res: dict, line: dict) -> list[str]:
+    tag = "SYNTHETIC " if line["synthetic"] else ""
+    interp = res.get("mode") == "interpret" or line["synthetic"]
+    shapes = spec.check_shapes if interp else spec.shapes
+    rel = dict(line["rel_l2"])
+    out = [f"{tag}check {line['kernel']} against {line['spec']}",
+           f"  on {line['device'] or line['backend']}",
+           f"  {'shape':<24} {'rel-L2':>10} {'tolerance':>10}  verdict"]
+    failed = res.get("stage") in ("correctness", "load") and not line["correct"]
+    labels = [spec.shape_label(s) for s in shapes] + [k for k in rel if k not in
+                                                      {spec.shape_label(s) for s in shapes}]
+    for lb in labels:
+        v = rel.get(lb)
+        if v is None:
+            verdict = "FAIL" if failed and lb in rel else "not run"
+        else:
+            verdict = "ok" if v <= spec.tolerance else "FAIL"
+        out.append(f"  {lb:<24} {('%.2e' % v) if v is not None else '--':>10} "
+                   f"{spec.tolerance:>10g}  {verdict}")
+    if line["candidate_ms"] or line["baseline_ms"]:
+        kind = "modeled, not measured" if line["synthetic"] else "measured"
+        sp = f" ({line['speedup']:.2f}x)" if line["speedup"] else ""
+        out.append(f"  {tag}timing on {spec.shape_label(spec.shapes[0])}, {kind}:")
+        out.append(f"    kernel {_fmt_ms(line['candidate_ms'])}{sp}, baseline {_fmt_ms(line['baseline_ms'])} "
+                   f"({line['baseline']})")
+        if line["timing_model"]:
+            out.append(f"  {tag}timing model: {line['timing_model']}")
+    for label, st in (line["peers"] or {}).items():
+        out.append(f"  peer {label}: {_fmt_ms((st or {}).get('mean_ms'))}")
+    if line["contract"]:
+        out += [f"  contract: {r}" for r in line["contract"]]
+    if line["error"]:
+        out.append(f"  error ({line['stage']}): {line['error']}")
+    out.append(f"{tag}verdict: {'CORRECT' if line['correct'] else 'NOT CORRECT'}")
+    return out
+
+
+def run_check(spec_path: str, kernel: str, backend_name: str) -> tuple[dict, list[str]]:
+    spec = load_spec(spec_path)
+    k = Path(kernel)
+    if not k.is_file():
+        raise CheckError(f"kernel file {k} not found")
+    from kernloop.backends.local import BackendError
+    from kernloop.loop.factories import make_backend
+    try:   # a setup this machine cannot run is bad input (exit 2), found before anything runs
+        backend, why = make_backend(backend_name)
+    except (BackendError, ValueError) as e:   # no GPU for local, no nebius CLI, a bad setting
+        raise CheckError(str(e)) from None
+    reasons = contract.check(k.read_text(encoding="utf-8"), spec)
+    if reasons:   # the contract is part of the verdict: the checker would not run it either
+        res = {"ok": False, "correct": False, "stage": "contract", "backend": backend.name,
+               "error": f"{len(reasons)} contract violation(s)", "synthetic": backend.synthetic}
+        line = summary(spec, k, res, reasons)
+        return line, table(spec, res, line)
+    with tempfile.TemporaryDirectory(prefix="kernloop-check-") as work:
+        res = backend.evaluate(spec, k, spec.baseline, Path(work))
+    line = summary(spec, k, res, [])
+    return line, [f"{'SYNTHETIC ' if backend.synthetic else ''}kernloop: {why}", *table(spec, res, line)]
+
+
+def main(argv) -> int:
+    """`check`; a CheckError or SpecError reaches the CLI (one error line, exit 2)."""
+    args = parse_args(argv)
+    line, rows = run_check(args.spec, args.kernel, args.backend)
+    if args.json and args.json != "-":
+        try:
+            Path(args.json).write_text(json.dumps(line, sort_keys=True) + "\n", encoding="utf-8")
+        except OSError as e:
+            raise CheckError(f"--json {args.json}: cannot write it: {e.strerror or e}") from None
+    say = terminal.printer()   # rows within 120 columns, broken at spaces
+    for row in rows:
+        say(row)
+    if args.json == "-":   # for scripts: one JSON object, the last line
+        print(json.dumps(line, sort_keys=True))
+    return 0 if line["correct"] else 1
