@@ -19,18 +19,22 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUTSIDE = {"tests", "bench", "checker", "runs", "results", "specs", "templates", "docs"}
+OUTSIDE = {"tests", "bench", "checker", "runs", "results", "specs", "templates", "docs", "build"}
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
-    """Dotted name -> file, for every project module (a package's face is its own name)."""
+    """Dotted name -> file, for every project module (a package's face is its own name): the
+    top-level files, and every package under the top level, `kernloop`'s subpackages included."""
     out = {p.stem: p for p in root.glob("*.py")}
-    for init in root.glob("*/__init__.py"):
+    for init in sorted(root.rglob("__init__.py")):
         pkg = init.parent
-        if pkg.name in OUTSIDE:
+        rel = pkg.relative_to(root).parts
+        if rel[0] in OUTSIDE or rel[0].startswith(".") or not all((root / Path(*rel[:i])).joinpath("__init__.py").is_file()
+                                                                for i in range(1, len(rel) + 1)):
             continue
+        name = ".".join(rel)
         for p in pkg.glob("*.py"):
-            out[pkg.name if p.name == "__init__.py" else f"{pkg.name}.{p.stem}"] = p
+            out[name if p.name == "__init__.py" else f"{name}.{p.stem}"] = p
     return out
 
 
@@ -52,7 +56,10 @@ def arrows(mods: dict[str, Path]) -> dict[str, set[str]]:
 
 
 def package_of(module: str) -> str:
-    return module.split(".")[0]
+    """`kernloop.loop.state` -> `kernloop.loop`; `kernloop.spec` -> itself (a file of the package
+    root is its own package, as a top-level file is); `orchestrator` -> itself."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "kernloop" and len(parts) > 1 else parts[0]
 
 
 def packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -125,7 +132,7 @@ def draw(root: Path = ROOT) -> dict:
     file_cycles, pkg_cycles = cycles(files), cycles(pkgs)
     return {
         "top_level_files": sorted(p.name for p in root.glob("*.py")),
-        "packages": sorted(p for p in pkgs if (root / p).is_dir()),
+        "packages": sorted(p for p in pkgs if (root / p.replace(".", "/")).is_dir()),
         "modules": len(mods),
         "file_arrows": sum(map(len, files.values())),
         "package_arrows": sum(map(len, pkgs.values())),

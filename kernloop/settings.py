@@ -136,7 +136,7 @@ _VARS = [
         "set, or a read-only install) the children write it under "
         "`$XDG_CACHE_HOME/kernloop/pycache` (`~/.cache/...`) through `PYTHONPYCACHEPREFIX`, saving "
         "about 2 s per candidate; a `PYTHONPYCACHEPREFIX` you set yourself is used as is"),
-    Var("KERNLOOP_CHROMIUM", str, None, "path of the Chromium binary for `page.py --screenshot` "
+    Var("KERNLOOP_CHROMIUM", str, None, "path of the Chromium binary for `orchestrator.py page --screenshot` "
         "and the page tests (default: `chromium` on PATH)"),
     Var("KERNLOOP_REQUIRE_CHROMIUM", ("0", "1"), "0", "tests only: `1` makes a missing Chromium "
         "fail the browser tests instead of skipping them (set by `.ci/run`)"),
@@ -177,7 +177,7 @@ _VARS = [
         500, 10_000_000),
     # -- research
     Var("TAVILY_API_KEY", str, None, "Tavily API key; unset = use the notes shipped in "
-        "research_notes.md (source: builtin)."),
+        "kernloop/research_notes.md (source: builtin)."),
     Var("TAVILY_BASE_URL", str, TAVILY_BASE_URL, f"Tavily API base URL (default {TAVILY_BASE_URL}): "
         "a proxy, or a test server."),
     Var("KERNLOOP_RESEARCH_TIMEOUT_S", float, 15.0, "Seconds one Tavily search may take before it "

@@ -39,8 +39,8 @@ def _spec(old, new):
 CASES = [
     Case("`--spec` names no file", ["--spec", "specs/nope.yaml"],
          "spec file not found: specs/nope.yaml"),
-    Case("a spec that is not a mapping", ["--spec", "requirements.txt"],
-         "requirements.txt: field '(top level)': must be a mapping of fields"),
+    Case("a spec that is not a mapping", ["--spec", "tests/fixtures/a_list.yaml"],
+         "a_list.yaml: field '(top level)': must be a mapping of fields"),
     Case("a YAML syntax error", ["--spec", "{spec}"],
          "s.yaml: line 4, column 12: not valid YAML: while parsing a flow sequence",
          spec_edit=_spec("name: matmul", "name: [matmul")),

@@ -256,7 +256,7 @@ def test_spec_values_fill_what_the_environment_left_default():
 
 
 def test_env_vars_table_matches_the_code_and_the_doc():
-    read = set(re.findall(r'"(KERNLOOP_NEBIUS_[A-Z_]+)"', (ROOT / "backends" / "nebius_settings.py").read_text()))
+    read = set(re.findall(r'"(KERNLOOP_NEBIUS_[A-Z_]+)"', (ROOT / "kernloop" / "backends" / "nebius_settings.py").read_text()))
     doc = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| `(KERNLOOP_NEBIUS_[A-Z_]+)` \|", doc, re.M)
     assert read and sorted(rows) == sorted(read)          # every variable read has one row, once

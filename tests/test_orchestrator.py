@@ -122,7 +122,7 @@ def test_contract_violation_is_invalid_before_any_run(tmp_path):
 
 @pytest.mark.parametrize("args,needle", [
     (["--spec", "specs/nope.yaml"], "spec file not found"),
-    (["--spec", "requirements.txt"], "(top level)"),
+    (["--spec", "tests/fixtures/a_list.yaml"], "(top level)"),
     ([], "one of --spec or --resume is required"),
     (["--resume", "/nonexistent/run"], "no run.jsonl"),
 ])

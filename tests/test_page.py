@@ -292,12 +292,12 @@ def test_cli_renders_a_run_and_the_index(tmp_path):
     runs = tmp_path / "runs"
     run = copy_sample(runs, "r1")
     py = sys.executable
-    r = subprocess.run([py, str(ROOT / "page.py"), str(run)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([py, str(ROOT / "orchestrator.py"), "page", str(run)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert (run / "trajectory.html").is_file() and not (runs / "index.html").exists()
-    r = subprocess.run([py, str(ROOT / "page.py"), str(runs), "--index"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([py, str(ROOT / "orchestrator.py"), "page", str(runs), "--index"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "r1/trajectory.html" in (runs / "index.html").read_text()
-    r = subprocess.run([py, str(ROOT / "page.py"), str(tmp_path / "nothing")], capture_output=True, text=True,
+    r = subprocess.run([py, str(ROOT / "orchestrator.py"), "page", str(tmp_path / "nothing")], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "no run.jsonl" in r.stderr

@@ -122,7 +122,7 @@ def test_cli_screenshot(tmp_path):
     run = copy_sample(tmp_path)
     png = ARTIFACTS / "trajectory-cli.png"
     png.unlink(missing_ok=True)
-    r = subprocess.run([sys.executable, str(ROOT / "page.py"), "--screenshot", str(run), str(png),
+    r = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "page", "--screenshot", str(run), str(png),
                         "--height", "1400"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -121,14 +121,14 @@ def test_speed_is_a_ratio_config_is_full_and_the_legend_lists_what_the_run_has(t
 
 
 def test_screenshot_of_a_folder_that_is_not_a_run(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "page.py"), "--screenshot", str(tmp_path), str(tmp_path / "x.png")],
+    r = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "page", "--screenshot", str(tmp_path), str(tmp_path / "x.png")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.splitlines() == [f"error: {tmp_path} is not a run folder (it holds no run.jsonl)"]
     assert not (tmp_path / "x.png").exists()
     run = copy_run(SAMPLE, tmp_path / "run")
     env = dict(os.environ, KERNLOOP_CHROMIUM=str(tmp_path / "no-such-chromium"))
-    r = subprocess.run([sys.executable, str(ROOT / "page.py"), "--screenshot", str(run), str(tmp_path / "x.png")],
+    r = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "page", "--screenshot", str(run), str(tmp_path / "x.png")],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.splitlines() == ["error: no Chromium found: install it (apt-get install chromium) "

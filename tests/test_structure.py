@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The project's source: every .py file outside tests/, run outputs (runs/, results/) and specs/
 # (where a user's own kernels live), the checker and bench/ included.
-OUTSIDE_SOURCE = {"tests", "runs", "results", "specs"}
+OUTSIDE_SOURCE = {"tests", "runs", "results", "specs", "build"}
 MAX_FUNCTION_LINES, MAX_MODULE_LINES, MAX_TOP_LEVEL_FILES = 80, 500, 12
 
 # The exceptions, each with its reason; the lists may only shrink.
@@ -33,12 +33,12 @@ def test_the_house_has_few_top_level_files_few_floors_and_no_cycle():
     assert len(d["top_level_files"]) <= 12, d["top_level_files"]
     assert d["file_cycles"] == [] and d["package_cycles"] == []
     assert max(d["package_floors"].values()) <= 7, d["package_floors"]
-    assert {"loop", "propose", "contract", "backends", "onramp"} <= set(d["packages"])
+    assert {"kernloop.loop", "kernloop.propose", "kernloop.contract", "kernloop.backends", "kernloop.onramp"} <= set(d["packages"])
 
 
 def test_every_package_has_a_face_that_says_its_job():
     for pkg in structure.draw()["packages"]:
-        doc = ast.get_docstring(ast.parse((ROOT / pkg / "__init__.py").read_text()))
+        doc = ast.get_docstring(ast.parse((ROOT / pkg.replace(".", "/") / "__init__.py").read_text()))
         assert doc and len(doc.split()) >= 5, f"{pkg}/__init__.py says nothing about its job"
 
 
@@ -59,7 +59,7 @@ def test_every_module_is_short_and_says_what_it_is():
 
 def test_the_guards_see_the_packages_and_catch_a_long_function(tmp_path):
     scanned = {p.relative_to(ROOT).parts[0] for p in sources()}
-    assert {"loop", "view", "checker", "contract", "backends", "bench", "orchestrator.py"} <= scanned
+    assert {"kernloop", "checker", "bench", "orchestrator.py"} <= scanned
     assert not scanned & OUTSIDE_SOURCE
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "m.py").write_text("def f():\n" + "    x = 1\n" * 80)

@@ -48,7 +48,7 @@ STDERR_KEPT = 200_000       # of each judge's stderr, as the local backend keeps
 RETRIED = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "OutOfMemoryError",
            "ObjectLostError", "ObjectFetchTimedOutError", "ObjectReconstructionFailedError",
            "RaySystemError")
-JUDGE_NEEDS = ("torch", "triton", "numpy")   # what the judge itself imports (requirements.txt)
+JUDGE_NEEDS = ("torch", "triton", "numpy")   # what the judge itself imports (the project dependencies)
 
 
 # ---------------------------------------------------------------- pure helpers
@@ -146,7 +146,7 @@ def connect(env=None, seed: int = 0) -> tuple["RayBackend", str]:
     try:
         import ray
     except ImportError:
-        raise BackendError("--backend ray needs Ray: pip install -r requirements-ray.txt") from None
+        raise BackendError("--backend ray needs Ray: pip install kernloop[ray]") from None
     # Ray's own variable (Ray reads it too), not one of KernLoop's settings: passed through
     address = (os.environ if env is None else env).get("RAY_ADDRESS", "").strip() or None
     if address and address.lower() == "local":   # Ray's word for "start one here"
@@ -308,7 +308,7 @@ class RayBackend(Backend):
                 missing_package(str(res.get("error") or "")) or missing_package(child.stderr))
             if missing:
                 res["error"] = (f"ray: node {label} lacks a package the judge needs ({missing}); "
-                                f"install requirements.txt in that node's Python {answer.get('python')}")
+                                f"install torch, triton and numpy in that node's Python {answer.get('python')}")
             elif res.get("stage") == "backend":
                 res["error"] = f"ray: on node {label}: {res.get('error')}"
         res.setdefault("backend_meta", {}).update(

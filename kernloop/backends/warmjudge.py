@@ -22,11 +22,11 @@ import threading
 import time
 from pathlib import Path
 
-from kernloop.backends.local import CHECKER_DIR
+import checker
 from kernloop.backends.resultline import ResultLineError, parse_result_line
 from kernloop.backends.sandbox import FILE_LIMIT, stripped_env
 
-SERVE = CHECKER_DIR / "serve.py"
+SERVE = Path(checker.__file__).resolve().parent / "serve.py"
 ANSWER_GRACE_S = 60.0   # beyond a job's own limit (the judge enforces that one on its workers)
 START_S = 600.0         # a judge that has not said hello by then is broken
 LOG_CAP = 64 << 20      # bytes of a judge's stderr kept in its log file
