@@ -15,7 +15,7 @@ Hodges-Lehmann shift with its Wilcoxon signed-rank confidence interval (distribu
 robust to a stalled rep). The verdict rejects when the whole interval lies beyond a tolerance of
 max(TOL_ABS_MS, TOL_FRAC x the candidate's reported median): one-sided 1% each way with no
 shift and no tolerance, far rarer with it (tests/test_clock.py; the H200's own rates come from
-bench/contain_gpu.py, whose raw per-pair numbers let these constants be re-chosen).
+benchmarks/contain_gpu.py, whose raw per-pair numbers let these constants be re-chosen).
 """
 from __future__ import annotations
 

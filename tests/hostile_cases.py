@@ -3,7 +3,7 @@
 Each case is a kernel file that cheats (or breaks) the way generated kernels have cheated real
 harnesses. They are fed to the checker directly, bypassing the static contract, so that each
 run-time defence is shown to stand on its own. Shared by tests/test_hostile.py (CPU, Triton
-interpreter) and bench/hostile_gpu.py (the GPU-only ones, on the H200).
+interpreter) and benchmarks/hostile_gpu.py (the GPU-only ones, on the H200).
 
 case: name -> (make(base_code) -> code, expected substring(s) of the rejection, where)
 where: "any" (interpreter and GPU), "gpu" (needs CUDA: timing, streams, device memory),

@@ -3,7 +3,7 @@
 The noise model below is SYNTHETIC (labelled so): honest overheads of about 1.1 ms as the H200's
 result lines show them (results/session4: medians 0.95-1.19 ms), a jitter of 30 us per call (a
 guess: no per-call numbers were kept before), an order effect and rare stalls. The GPU's real
-false-alarm and catch rates come from bench/contain_gpu.py on the H200.
+false-alarm and catch rates come from benchmarks/contain_gpu.py on the H200.
 """
 import contextlib
 import random
