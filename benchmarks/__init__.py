@@ -1,1 +1,1 @@
-"""GPU benchmarks and validations whose results are in results/ (run by hand, one script each)."""
+"""GPU benchmarks and validations whose results are in benchmarks/results/ (run by hand, one script each)."""

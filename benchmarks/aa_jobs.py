@@ -16,7 +16,7 @@ the verdict time (the judge's `phase_s`: the second look's start, else the end).
       --out $OUT/aa_jobs_softmax.json                                   # H200, one spec per call
   python3 benchmarks/aa_jobs.py --mode interpret --jobs 2 --out /tmp/aa.json  # CPU smoke (SYNTHETIC)
 
-Runtime: a rejected candidate's job is ~4.4 s warm on the H200 (results/session4:
+Runtime: a rejected candidate's job is ~4.4 s warm on the H200 (benchmarks/results/session4:
 `baseline_warm` reached its verdict at 3.4 s; a job with --draws 1 skips two of three
 correctness draws), so 100 jobs take ~7-8 minutes per spec (the first job of a bare machine
 pays ~8-15 s of compiles); --max-minutes stops starting jobs after that long and the JSON says

@@ -12,7 +12,7 @@ Runs, in one process unless noted, and writes one JSON file:
              correctness on every shape x 3 draws, A/B timing), cold and warm Triton cache
   ncu        (separate processes) ncu's gpu__time_duration.sum for 3 kernels vs the checker
 
-  python benchmarks/checker_validation.py --out results/checker_validation.json
+  python benchmarks/checker_validation.py --out benchmarks/results/checker_validation.json
 """
 from __future__ import annotations
 
@@ -345,7 +345,7 @@ def ncu_target(spec_path, path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="results/checker_validation.json")
+    ap.add_argument("--out", default="benchmarks/results/checker_validation.json")
     ap.add_argument("--aa", type=int, default=100)
     ap.add_argument("--power", type=int, default=40)
     ap.add_argument("--membound", default="specs/softmax.yaml")

@@ -8,21 +8,21 @@ import statistics
 from benchmarks.judge_tables import _beside_runs, _compiles_of, _hostile, _not_promoted, _run_of, prewarm_rows
 from benchmarks.table_kit import load, md_table, pct, section
 
-PROBE = ["results/session16/call1_prewarm_first.json"]
-BESIDE = ["results/session16/call2_verdict_beside.json"]
-HOSTILE = "results/session16/call1_hostile_gpu.json"
-AA = "results/session16/call3_aa_matmul.json"
-AA_S15 = "results/session15/call2_aa_matmul.json"   # the spread of gains on another machine start
-POWER_S15 = "results/session15/call3_power.json"
+PROBE = ["benchmarks/results/session16/call1_prewarm_first.json"]
+BESIDE = ["benchmarks/results/session16/call2_verdict_beside.json"]
+HOSTILE = "benchmarks/results/session16/call1_hostile_gpu.json"
+AA = "benchmarks/results/session16/call3_aa_matmul.json"
+AA_S15 = "benchmarks/results/session15/call2_aa_matmul.json"   # the spread of gains on another machine start
+POWER_S15 = "benchmarks/results/session15/call3_power.json"
 # Power: call 3 on one machine start; calls 4 and 5 on the next, halves alternating (call 4's
 # every-shape-first halves stopped at argparse, so call 5 ran them beside two more halves).
-POWER = {"results/session16/call3_power.json": "timed shape first",
-         "results/session16/call4_power_first_1.json": "timed shape first",
-         "results/session16/call4_power_first_2.json": "timed shape first",
-         "results/session16/call5_power_all_1.json": "every shape first",
-         "results/session16/call5_power_first_3.json": "timed shape first",
-         "results/session16/call5_power_all_2.json": "every shape first",
-         "results/session16/call5_power_first_4.json": "timed shape first"}
+POWER = {"benchmarks/results/session16/call3_power.json": "timed shape first",
+         "benchmarks/results/session16/call4_power_first_1.json": "timed shape first",
+         "benchmarks/results/session16/call4_power_first_2.json": "timed shape first",
+         "benchmarks/results/session16/call5_power_all_1.json": "every shape first",
+         "benchmarks/results/session16/call5_power_first_3.json": "timed shape first",
+         "benchmarks/results/session16/call5_power_all_2.json": "every shape first",
+         "benchmarks/results/session16/call5_power_first_4.json": "timed shape first"}
 
 
 def _label(r: dict) -> str:

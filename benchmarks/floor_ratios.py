@@ -2,7 +2,7 @@
 """Error / rounding floor of every shipped spec's baseline, per checked shape, through the
 judge: the measurement the spec default `tolerance.floor_multiple` is chosen from.
 
-  python benchmarks/floor_ratios.py [--mode interpret|gpu] [--out results/floor_ratios.json]
+  python benchmarks/floor_ratios.py [--mode interpret|gpu] [--out benchmarks/results/floor_ratios.json]
 
 interpret: Triton interpreter on the CPU, check shapes, bf16 checked as fp16. gpu: every spec
 shape in the spec's dtype (correctness only, --no-timing).

@@ -3,7 +3,7 @@
 backend (a fresh checker process per candidate) and the loop's decision, against the naive
 matmul as champion. Writes one JSON file; prints a table last.
 
-  python benchmarks/hostile_gpu.py --out results/hostile_gpu.json
+  python benchmarks/hostile_gpu.py --out benchmarks/results/hostile_gpu.json
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from tests.scripted_proposer import Scripted  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="results/hostile_gpu.json")
+    ap.add_argument("--out", default="benchmarks/results/hostile_gpu.json")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--only", default="", help="comma list of case names (default: all)")
     ap.add_argument("--judge", choices=["warm", "warm-fresh", "cold"], default=None,

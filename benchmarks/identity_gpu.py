@@ -11,7 +11,7 @@
 
 Writes one JSON (commit, versions, device, command, rows); prints a table last.
 
-  python benchmarks/identity_gpu.py --out results/identity_gpu.json
+  python benchmarks/identity_gpu.py --out benchmarks/results/identity_gpu.json
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def _commit() -> str | None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="results/identity_gpu.json")
+    ap.add_argument("--out", default="benchmarks/results/identity_gpu.json")
     a = ap.parse_args()
     spec = load_spec(ROOT / "specs" / "matmul.yaml")
     base = spec.baseline.read_text()

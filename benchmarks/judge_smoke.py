@@ -4,7 +4,7 @@ against itself (twice: the second run has Triton's cache warm, the per-candidate
 few hostile candidates that must fail with their reason. Prints one line per run (ok, wall,
 phases, containment) and a JSON summary; exits 1 when a baseline fails or a hostile one passes.
 
-  python benchmarks/judge_smoke.py [--only name,name] [--out results/judge_smoke.json]
+  python benchmarks/judge_smoke.py [--only name,name] [--out benchmarks/results/judge_smoke.json]
 """
 from __future__ import annotations
 

@@ -21,15 +21,15 @@ EXERCISED = {   # what one A/A job of each judge samples (docs/warm-judge.md)
 
 # The A/A of record: separate judge jobs through today's judge (session 15: compileonce, session
 # 11's burst rule, both sides even); then session 9's, the first with both sides even (ef29da1e).
-AA_FIRST = ["results/session16/call3_aa_matmul.json"]   # the timed shape first (session 16)
-AA_NOW = ["results/session15/call2_aa_softmax.json", "results/session15/call2_aa_matmul.json"]
-AA_OF_RECORD = ["results/session9/callB_aa_jobs_softmax.json", "results/session9/callB_aa_jobs_matmul.json"]
-EVEN_STUDY = ["results/session9/callA_aa_even_none.json", "results/session9/callA_aa_even_reads.json",
-              "results/session9/callA_aa_even_arena.json", "results/session9/callA_aa_even_arena_reads.json"]
+AA_FIRST = ["benchmarks/results/session16/call3_aa_matmul.json"]   # the timed shape first (session 16)
+AA_NOW = ["benchmarks/results/session15/call2_aa_softmax.json", "benchmarks/results/session15/call2_aa_matmul.json"]
+AA_OF_RECORD = ["benchmarks/results/session9/callB_aa_jobs_softmax.json", "benchmarks/results/session9/callB_aa_jobs_matmul.json"]
+EVEN_STUDY = ["benchmarks/results/session9/callA_aa_even_none.json", "benchmarks/results/session9/callA_aa_even_reads.json",
+              "benchmarks/results/session9/callA_aa_even_arena.json", "benchmarks/results/session9/callA_aa_even_arena_reads.json"]
 
 
 def older_aa_jobs() -> list[str]:
-    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "results").glob("session*/aa_jobs_*.json"))
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "benchmarks/results").glob("session*/aa_jobs_*.json"))
 
 
 def _offset(s: dict) -> str:
@@ -53,8 +53,8 @@ AA_HEADER = ["what", "false promotions", "gain median (means)", "champion slower
 
 
 def aa_section() -> str:
-    rounds = "results/session4/call5_judge_validation.json"
-    batches = ["results/session4/call3_aa_batch.json", "results/session4/call4_aa_batch.json"]
+    rounds = "benchmarks/results/session4/call5_judge_validation.json"
+    batches = ["benchmarks/results/session4/call3_aa_batch.json", "benchmarks/results/session4/call4_aa_batch.json"]
     rows = aa_jobs_rows(AA_FIRST, ", today's judge, session 16") + \
         aa_jobs_rows(AA_NOW, ", every shape first, session 15") + \
         aa_jobs_rows(AA_OF_RECORD, ", both sides even, session 9")
@@ -78,8 +78,8 @@ def aa_section() -> str:
                    "gain column is by means (bursts of slow reps move it; the medians condition keeps them "
                    "from promoting); the offset column counts the jobs whose champion median was the "
                    "slower and gives the median of champion minus candidate. The first row is through the judge "
-                   "as it is now, the timed shape first (results/session16/README.md); the next two, the A/A "
-                   "of record before it, every shape first (results/session15/README.md); the next two, "
+                   "as it is now, the timed shape first (benchmarks/results/session16/README.md); the next two, the A/A "
+                   "of record before it, every shape first (benchmarks/results/session15/README.md); the next two, "
                    "session 9's, the first with both sides even, the judge's default since ef29da1e (the "
                    "champion's arena as large as the candidate's, its timed outputs read as the "
                    "candidate's). What each figure exercised is in its last column.",
@@ -106,8 +106,8 @@ def even_section() -> str:
 
 
 def bias_section() -> str:
-    files = ["results/session4/call2_ab_bias_before.json", "results/session4/call3_ab_bias_after.json",
-             "results/session4/call5_ab_bias.json"]
+    files = ["benchmarks/results/session4/call2_ab_bias_before.json", "benchmarks/results/session4/call3_ab_bias_after.json",
+             "benchmarks/results/session4/call5_ab_bias.json"]
     when = {files[0]: "before the arena fix", files[1]: "after the arena fix",
             files[2]: "after the red-team merge"}
     rows = []
@@ -127,14 +127,14 @@ def bias_section() -> str:
                              "candidate median", "champion median"], rows))
 
 
-POWER_JOBS = ["results/session7/verdict_power.json", "results/session10/call3_verdict_power.json",
-              "results/session11/call1_power_each.json", "results/session11/call1_power_once.json",
-              "results/session11/call2_power.json", "results/session11/call3_power.json",
-              "results/session15/call3_power.json"]
+POWER_JOBS = ["benchmarks/results/session7/verdict_power.json", "benchmarks/results/session10/call3_verdict_power.json",
+              "benchmarks/results/session11/call1_power_each.json", "benchmarks/results/session11/call1_power_once.json",
+              "benchmarks/results/session11/call2_power.json", "benchmarks/results/session11/call3_power.json",
+              "benchmarks/results/session15/call3_power.json"]
 
 
 def _run_of(f: str) -> str:
-    """'session11 call3' from results/session11/call3_power.json (pure)."""
+    """'session11 call3' from benchmarks/results/session11/call3_power.json (pure)."""
     return f"{Path(f).parent.name} {Path(f).name.split('_')[0]}"
 
 
@@ -149,7 +149,7 @@ def _not_promoted(jobs: list[dict]) -> str:
 
 
 def power_section() -> str:
-    f = "results/session4/call5_judge_validation.json"
+    f = "benchmarks/results/session4/call5_judge_validation.json"
     v = load(f)
     rows = [[v[k]["spec"], f"{v[k]['n']} rounds inside one judge job", f"{v[k]['promotions']}/{v[k]['n']}",
              pct(v[k]["true_gain_median"], 1), "—"] for k in ("power_softmax", "power_matmul")]
@@ -160,7 +160,7 @@ def power_section() -> str:
     return section("Power: a truly faster candidate is promoted", [f, *POWER_JOBS],
                    "The champion is the same kernel followed by a Triton copy sized for ~5% of its time; "
                    "the true gain is what the A/B measured by medians. Every job counts: one that a rule "
-                   "rejected is a miss; the last column names why. What ran (results/session11/README.md): "
+                   "rejected is a miss; the last column names why. What ran (benchmarks/results/session11/README.md): "
                    "session 10 and session 11 call 1, two bursts a worker and the lower side's floor at "
                    "0.025-0.03 ms (call 1's second row: one settle spin a burst); call 2, three bursts and "
                    "no garbage collection in a timed region; call 3, today's rule (the lower side's floor "
@@ -169,11 +169,11 @@ def power_section() -> str:
                    md_table(["spec", "how", "promoted", "true gain (median)", "not promoted, why"], rows))
 
 
-BURST_AA = ["results/session10/call1_aa_burst_matmul.json", "results/session10/call1_aa_burst_softmax.json",
-            "results/session10/call3_aa_burst_softmax.json", "results/session11/call1_aa_once_softmax.json",
-            "results/session11/call2_aa_burst_matmul.json", "results/session11/call3_aa_burst_softmax.json"]
-BURST_FORGE = ["results/session10/call1_contain_clock.json", "results/session10/call4_contain_clock.json",
-               "results/session11/call2_contain_clock.json"]
+BURST_AA = ["benchmarks/results/session10/call1_aa_burst_matmul.json", "benchmarks/results/session10/call1_aa_burst_softmax.json",
+            "benchmarks/results/session10/call3_aa_burst_softmax.json", "benchmarks/results/session11/call1_aa_once_softmax.json",
+            "benchmarks/results/session11/call2_aa_burst_matmul.json", "benchmarks/results/session11/call3_aa_burst_softmax.json"]
+BURST_FORGE = ["benchmarks/results/session10/call1_contain_clock.json", "benchmarks/results/session10/call4_contain_clock.json",
+               "benchmarks/results/session11/call2_contain_clock.json"]
 
 
 def _burst_jobs(f: str) -> list[tuple[str, str, dict, str]]:
@@ -225,10 +225,10 @@ def burst_section() -> str:
                              "rejected as run", "rejected by today's rule"], burst_rows(BURST_AA + BURST_FORGE)))
 
 
-SPEED_NOW = ["results/session11/call4_verdict_main.json", "results/session11/call5_verdict_main.json"]
-SPEED_S10 = ["results/session10/call2_verdict_main.json"]
-SPEED_S9 = ["results/session9/callC_verdict_main.json", "results/session9/callD_verdict_main.json"]
-SPEED_S7 = ["results/session7/verdict_main.json", "results/session7/verdict_cold.json"]
+SPEED_NOW = ["benchmarks/results/session11/call4_verdict_main.json", "benchmarks/results/session11/call5_verdict_main.json"]
+SPEED_S10 = ["benchmarks/results/session10/call2_verdict_main.json"]
+SPEED_S9 = ["benchmarks/results/session9/callC_verdict_main.json", "benchmarks/results/session9/callD_verdict_main.json"]
+SPEED_S7 = ["benchmarks/results/session7/verdict_main.json", "benchmarks/results/session7/verdict_cold.json"]
 
 
 def speed_rows(files: list[str]) -> list[list[str]]:
@@ -270,7 +270,7 @@ def _targets(files: list[str]) -> str:
 
 
 def speed_section() -> str:
-    warm = "results/session9/callC_compile_warm_h200.json"
+    warm = "benchmarks/results/session9/callC_compile_warm_h200.json"
     w = load(warm)["summary"]
     return section("Verdict speed: the default command", SPEED_NOW + [warm],
                    "`python orchestrator.py --spec specs/matmul.yaml` (30 tuner candidates, the baseline "
@@ -286,7 +286,7 @@ def speed_section() -> str:
                    md_table(SPEED_HEADER, speed_rows(SPEED_NOW)))
 
 
-LLM_RUNS = ["results/session15/call4_verdict_llm.json", "results/session10/call3_verdict_llm.json"]
+LLM_RUNS = ["benchmarks/results/session15/call4_verdict_llm.json", "benchmarks/results/session10/call3_verdict_llm.json"]
 
 
 def llm_rows(f: str) -> list[list[str]]:
@@ -327,7 +327,7 @@ def _looks(r: dict) -> str:
 
 
 def cost_section() -> str:
-    f = "results/session4/call5_judge_smoke.json"
+    f = "benchmarks/results/session4/call5_judge_smoke.json"
     rows = []
     for r in load(f)["rows"]:
         if r["run"] in ("baseline_cold", "baseline_warm"):
@@ -342,7 +342,7 @@ def cost_section() -> str:
 
 
 def fidelity_section() -> str:
-    f = "results/session3/call1_judge_validation.json"
+    f = "benchmarks/results/session3/call1_judge_validation.json"
     rows = [[f"{r['spec']} ({r['file']})", ms(r["judge_mean_ms"]), ms(r["ncu_mean_ms"]),
              f"**{r['ratio_judge_over_ncu']:.3f}**"] for r in load(f)["ncu"]]
     return section("Fidelity: the judge's clock against Nsight Compute", [f],
@@ -351,9 +351,9 @@ def fidelity_section() -> str:
                    md_table(["kernel", "judge mean", "ncu mean", "ratio"], rows))
 
 
-PREWARM = ["results/session13/call1_prewarm_layers.json", "results/session13/call2_prewarm_uid.json",
-           "results/session13/call3_prewarm_launchers.json"]
-SPEED_S13 = ["results/session13/call3_verdict_main.json"]
+PREWARM = ["benchmarks/results/session13/call1_prewarm_layers.json", "benchmarks/results/session13/call2_prewarm_uid.json",
+           "benchmarks/results/session13/call3_prewarm_launchers.json"]
+SPEED_S13 = ["benchmarks/results/session13/call3_verdict_main.json"]
 
 
 def prewarm_rows(files: list[str]) -> list[list[str]]:
@@ -401,10 +401,10 @@ def _compiles(files: list[str]) -> str:
     return ", ".join(f"{m:.2f}" for m in meds) + " s"
 
 
-ONCE = ["results/session14/call1_prewarm_once.json"]
-BUSY = ["results/session15/call1_prewarm_busy.json"]
-BESIDE = ["results/session14/call2_verdict_beside.json", "results/session14/call4_verdict_beside.json"]
-HOSTILE_S14 = "results/session14/call3_hostile_gpu.json"
+ONCE = ["benchmarks/results/session14/call1_prewarm_once.json"]
+BUSY = ["benchmarks/results/session15/call1_prewarm_busy.json"]
+BESIDE = ["benchmarks/results/session14/call2_verdict_beside.json", "benchmarks/results/session14/call4_verdict_beside.json"]
+HOSTILE_S14 = "benchmarks/results/session14/call3_hostile_gpu.json"
 
 
 def _beside_runs(files: list[str], before: bool) -> list[dict]:

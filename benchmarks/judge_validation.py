@@ -171,7 +171,7 @@ def summary(res: dict) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="results/judge_validation.json")
+    ap.add_argument("--out", default="benchmarks/results/judge_validation.json")
     ap.add_argument("--aa", type=int, default=100)
     ap.add_argument("--power", type=int, default=30)
     ap.add_argument("--skip", default="", help="comma list of sections to skip")

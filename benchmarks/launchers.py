@@ -5,7 +5,7 @@ C compiler, ~0.3 s on the H200, into the process's Triton cache keyed by the gen
 fresh worker builds it inside its prewarm (all four matmul shapes share one, built two or three
 times by racing threads). Built ahead from a signature a worker reported (Triton's own generator
 on a list of type names, so a report can name a signature, never a source), it leaves the
-prewarm; the prewarm's wall did not move (results/session13). Stdlib at import; Triton lazily.
+prewarm; the prewarm's wall did not move (benchmarks/results/session13). Stdlib at import; Triton lazily.
 """
 from __future__ import annotations
 

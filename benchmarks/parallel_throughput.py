@@ -8,7 +8,7 @@ interpreter correctness on the CPU, modeled timing) with 2 CPU evaluation worker
 (KERNLOOP_SYNTHETIC_WORKERS=2), once per K. Throughput = decided iterations / seconds from the
 baseline event to the last iteration event, per hour. A benchmark, not a timed test.
 
-  python benchmarks/parallel_throughput.py --ks 1 4 --iterations 8 --out results/session3/parallel_throughput.json
+  python benchmarks/parallel_throughput.py --ks 1 4 --iterations 8 --out benchmarks/results/session3/parallel_throughput.json
 """
 from __future__ import annotations
 

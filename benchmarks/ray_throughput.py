@@ -13,7 +13,7 @@ its cores (the load average before and after each run is recorded), so the judge
 interpreter's on a shared CPU, never a GPU's. A benchmark, not a timed test.
 
   python benchmarks/ray_throughput.py --nodes 1 2 --iterations 10 --parallel 8 \\
-      --out results/ray_throughput_cpu.json
+      --out benchmarks/results/ray_throughput_cpu.json
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The record every bench JSON carries: the commit, the versions, the device and the command.
 
 One helper for every script under benchmarks/: `stamp(doc)` adds `record` to a result document just
-before it is written (`write(path, doc)` does both), so a number in results/ says what code, on
+before it is written (`write(path, doc)` does both), so a number in benchmarks/results/ says what code, on
 which machine, by which command, made it. Where the tree has no .git (a copy on a lent GPU
 machine), the commit comes from KERNLOOP_BENCH_COMMIT (`KERNLOOP_BENCH_COMMIT=$(git rev-parse
 HEAD) python3 benchmarks/...`), else it is recorded as unknown, never guessed.

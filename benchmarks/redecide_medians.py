@@ -6,7 +6,7 @@ decide's rule is now: the old rule (mean beats by more than min_gain, significan
 candidate's median beats the champion's by more than min_gain. The JSON keeps each decision's
 old verdict and both medians, so the new verdict is old AND medians: exactly the new rule.
 
-  python3 benchmarks/redecide_medians.py results/session4/call5_judge_validation.json
+  python3 benchmarks/redecide_medians.py benchmarks/results/session4/call5_judge_validation.json
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ Reports medians, speedups, % of the measured copy bandwidth / matmul rate, candi
 seconds spent in checker jobs and the loop's wall time. Writes one JSON file and a tarball of the
 run folders (pages included).
 
-  python benchmarks/spec_results.py --out results/spec_results.json --specs matmul:30,softmax:15
+  python benchmarks/spec_results.py --out benchmarks/results/spec_results.json --specs matmul:30,softmax:15
 """
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def write_tar(path, runs: Path) -> None:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="results/spec_results.json")
+    ap.add_argument("--out", default="benchmarks/results/spec_results.json")
     ap.add_argument("--runs", default="/tmp/kernloop_bench_runs")
     ap.add_argument("--tar", default=None, help="tarball of the run folders")
     ap.add_argument("--specs", default="matmul:30,softmax:15,rmsnorm:15,gemv:15,layernorm:15,matmul_bias_gelu:20")

@@ -8,25 +8,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # The commit that added each folder's JSON to the repository (JSON written before benchmarks/record.py
 # carries none of its own), and the code the session README names where it differs.
-ADDED = {"results/": "97d5b5e", "results/session2/": "d6517cb", "results/session3/": "42c1b65",
-         "results/session4/call1": "f405b88", "results/session4/call2": "f405b88",
-         "results/session4/call3": "f405b88", "results/session4/call4": "f405b88",
-         "results/session4/call5": "366d557"}
-CODE = {"results/session4/call1": "0f035ca (before the arena fix)",
-        "results/session4/call2": "0f035ca (before the arena fix)",
-        "results/session4/call3": "the arena fix (f405b88)", "results/session4/call4": "the arena fix (f405b88)",
-        "results/session4/call5": "ef026ff (every timed rep checked)"}
+ADDED = {"benchmarks/results/": "97d5b5e", "benchmarks/results/session2/": "d6517cb", "benchmarks/results/session3/": "42c1b65",
+         "benchmarks/results/session4/call1": "f405b88", "benchmarks/results/session4/call2": "f405b88",
+         "benchmarks/results/session4/call3": "f405b88", "benchmarks/results/session4/call4": "f405b88",
+         "benchmarks/results/session4/call5": "366d557"}
+CODE = {"benchmarks/results/session4/call1": "0f035ca (before the arena fix)",
+        "benchmarks/results/session4/call2": "0f035ca (before the arena fix)",
+        "benchmarks/results/session4/call3": "the arena fix (f405b88)", "benchmarks/results/session4/call4": "the arena fix (f405b88)",
+        "benchmarks/results/session4/call5": "ef026ff (every timed rep checked)"}
 def load(rel: str) -> dict:
     return json.loads((ROOT / rel).read_text())
 
 
 # JSON whose record names the wrong commit (a device's stale .git): the code that ran, from the
 # session's README.
-RAN_ON = {"results/session5/aa_jobs_softmax.json": "935650a"}
+RAN_ON = {"benchmarks/results/session5/aa_jobs_softmax.json": "935650a"}
 
 
 def provenance(rel: str) -> str:
-    """'`results/x.json` (commit 1a2b3c4, dirty: no)' from its record, else the commit that
+    """'`benchmarks/results/x.json` (commit 1a2b3c4, dirty: no)' from its record, else the commit that
     added it to the repository."""
     rec = load(rel).get("record") or {}
     if rel in RAN_ON:

@@ -33,7 +33,7 @@ SHIPPED = ["matmul", "softmax", "rmsnorm", "layernorm", "gemv", "matmul_bias_gel
 # ---------------------------------------------------------------- champion against the best peer
 
 def peers_files() -> list[str]:
-    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "results").glob("session*/peers_h200*.json"))
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "benchmarks/results").glob("session*/peers_h200*.json"))
 
 
 def peers_rows_h200(files: list[str]) -> list[list[str]]:
@@ -70,7 +70,7 @@ def peers_rows_session3(files: list[str]) -> list[list[str]]:
 
 def peers_section(current: bool) -> str:
     h200 = peers_files()
-    s3 = ["results/session3/call2_spec_matmul.json", "results/session3/call2_spec_rest.json"]
+    s3 = ["benchmarks/results/session3/call2_spec_matmul.json", "benchmarks/results/session3/call2_spec_rest.json"]
     header = ["spec", "candidates", "naive", "champion", "best peer", "champion vs best peer",
               "computed without (why)", "job wall / verdict (median)"]
     intro = ("Medians. \"champion vs best peer\" is the best peer's median over the champion's "
@@ -100,20 +100,20 @@ def history_sections() -> list[str]:
                        md_table(AA_HEADER, aa_jobs_rows(older, ""))))
     out.append(section("Verdict speed, session 10: a killed worker's exit waited for", SPEED_S10,
                        "Before the end of a job stopped waiting for the rejected candidate's worker to exit "
-                       "(0.115 s a job), and before three bursts (results/session10/README.md).",
+                       "(0.115 s a job), and before three bursts (benchmarks/results/session10/README.md).",
                        md_table(SPEED_HEADER, speed_rows(SPEED_S10))))
     out.append(section("Verdict speed, session 9: two spares, every A/B to its last rep", SPEED_S9,
                        "Before three spares, early rejection, the burst rule and the reference reuse "
-                       "(results/session9/README.md).",
+                       "(benchmarks/results/session9/README.md).",
                        md_table(SPEED_HEADER, speed_rows(SPEED_S9))))
-    f = "results/session9/callC_verdict_llm.json"
+    f = "benchmarks/results/session9/callC_verdict_llm.json"
     out.append(section("An LLM-paced run, session 9: K=1 only", [f],
                        "K=4 did not run: the call's budget was spent.", md_table(LLM_HEADER, llm_rows(f))))
     out.append(section("Verdict speed, session 7: warm judge against cold", SPEED_S7,
                        "Before the compile warm-up and the even sides. The two ran in two device calls of "
                        "one session, 20 minutes apart, on two machine starts: not side by side in one call.",
                        md_table(SPEED_HEADER, speed_rows(SPEED_S7))))
-    f = "results/session3/call1_judge_validation.json"
+    f = "benchmarks/results/session3/call1_judge_validation.json"
     v = load(f)
     out.append(section("A/A through the judge, session 3 (biased: see session 4)", [f],
                        "100 rounds inside one judge job; matmul's −1.4% median gain was the A/B bias against "
@@ -122,7 +122,7 @@ def history_sections() -> list[str]:
                                 [[k, f"{v[k]['promotions']}/{v[k]['n']}", f"{pct(v[k]['gain_median'])} "
                                   f"[{pct(v[k]['gain_min'])}, {pct(v[k]['gain_max'])}]"]
                                  for k in ("aa_softmax", "aa_matmul")])))
-    f = "results/session4/call1_aa_batch_biased.json"
+    f = "benchmarks/results/session4/call1_aa_batch_biased.json"
     d = load(f)
     out.append(section("A/A with batches before the arena fix (session 4, call 1)", [f],
                        "Every copy measured slower than the champion it is identical to: 0 false promotions "
@@ -131,8 +131,8 @@ def history_sections() -> list[str]:
                                 [[str(d["decisions"]), str(d["copies_that_won_in_their_batch"]),
                                   f"{d['false_promotions_without_confirmation']}/{d['decisions']}",
                                   f"{d['false_promotions_with_confirmation']}/{d['decisions']}"]])))
-    files = ["results/session2/call1_spec_matmul.json", "results/session2/call2_spec_rowwise.json",
-             "results/session2/call3_spec_matmul_bias_gelu.json", "results/session2/call3_spec_layernorm.json"]
+    files = ["benchmarks/results/session2/call1_spec_matmul.json", "benchmarks/results/session2/call2_spec_rowwise.json",
+             "benchmarks/results/session2/call3_spec_matmul_bias_gelu.json", "benchmarks/results/session2/call3_spec_layernorm.json"]
     rows = []
     for fi in files:
         for name, r in load(fi)["specs"].items():
@@ -145,7 +145,7 @@ def history_sections() -> list[str]:
     out.append(section("The tuner alone, session 2 (2026-11-29, single-process checker)", files,
                        "Side by side in one process after each loop; torch.compile was not a peer yet.",
                        md_table(["spec", "file", "candidates", "naive", "champion", "by hand", "alternatives"], rows)))
-    f = "results/session2/call1_checker_validation.json"
+    f = "benchmarks/results/session2/call1_checker_validation.json"
     v = load(f)
     out.append(section("A/A and power, session 2 (single-process checker)", [f],
                        "Each decision a full interleaved A/B inside one process; power: the champion padded "
@@ -166,7 +166,7 @@ HEAD = ("<!-- Generated by `python benchmarks/tables.py` from the JSON each sect
 def render_results() -> str:
     parts = [HEAD, "# Results of record",
              "One current table per question, measured on one NVIDIA H200 lent through the project's "
-             "`device` tool; raw JSON, logs and commands under `results/`. Older numbers, superseded "
+             "`device` tool; raw JSON, logs and commands under `benchmarks/results/`. Older numbers, superseded "
              "by these, are in [history.md](history.md). No number here is synthetic.",
              peers_section(current=True), aa_section(), even_section(), bias_section(), power_section(),
              burst_section(), speed_section(), prewarm_section(), once_section(), first_section(), llm_section(),
@@ -202,7 +202,7 @@ def unsupported_times(markdown: str) -> list[str]:
     misses = []
     for block in re.split(r"^## ", markdown, flags=re.M)[1:]:
         title = block.splitlines()[0]
-        cited = re.findall(r"`(results/[^`]+\.json)`", block.split("\n|", 1)[0])
+        cited = re.findall(r"`(benchmarks/results/[^`]+\.json)`", block.split("\n|", 1)[0])
         values = set()
         for f in cited:
             _floats(load(f), values)

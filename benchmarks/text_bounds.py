@@ -12,7 +12,7 @@ extraction and the page take on hostile text, and how the old highlighter grew.
 
 Writes one JSON (commit, versions, machine, command); prints a table last. CPU only.
 
-  python benchmarks/text_bounds.py --out results/identity/text_bounds.json
+  python benchmarks/text_bounds.py --out benchmarks/results/identity/text_bounds.json
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def run_folder(tmp: Path) -> Path:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="results/identity/text_bounds.json")
+    ap.add_argument("--out", default="benchmarks/results/identity/text_bounds.json")
     ap.add_argument("--no-page", action="store_true", help="skip the run and page render")
     a = ap.parse_args()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()

@@ -234,7 +234,7 @@ def llm_mode(a) -> list[dict]:
         import openai  # noqa: F401
     except ImportError as e:
         raise SystemExit(f"--mode llm needs the 'openai' package and its dependencies ({e}); "
-                         "on the device carry them as wheels (results/session7/README.md)")
+                         "on the device carry them as wheels (benchmarks/results/session7/README.md)")
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="verdict_llm_"))
     spec = str(cpu_spec(tmp)) if a.cpu else "specs/matmul.yaml"

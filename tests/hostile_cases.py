@@ -43,7 +43,7 @@ CASES = {
                          "rel-L2", "any"),
     "returns_nan": (_after_alloc("    return torch.full((M, N), float('nan'), device=a.device, dtype=a.dtype)\n"),
                     "NaN", "any"),
-    # on the GPU the cast is caught as a torch op first (results/session10 call 2), in the
+    # on the GPU the cast is caught as a torch op first (benchmarks/results/session10 call 2), in the
     # interpreter (which allows _to_copy) by the dtype check
     "wrong_dtype": (_replace_return("    return c.float()\n"), ("dtype", "torch ops _to_copy"), "any"),
     # -- a right answer in a strided layout: the worker's untimed copy-out would do the transpose

@@ -31,9 +31,9 @@ DOCS = {p.name: p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))}
 
 
 def test_files_linked_from_the_readme_and_the_docs_exist():
-    for link in re.findall(r"\]\(((?:results|docs)/[^)#]+)", README):
+    for link in re.findall(r"\]\(((?:benchmarks|docs|tools)/[^)#]+)", README):
         assert (ROOT / link).exists(), link
-    for name, text in DOCS.items():   # docs link relative to docs/: ../results/..., measurement.md
+    for name, text in DOCS.items():   # docs link relative to docs/: ../benchmarks/results/..., measurement.md
         prose = re.sub(r"`[^`\n]*`", "", text)   # `k[grid](...)` is code, not a link
         for link in re.findall(r"\]\((?!https?:)([^)#\s]+)", prose):
             assert (ROOT / "docs" / link).exists(), (name, link)
