@@ -1,1 +1,2 @@
-"""GPU benchmarks and validations whose results are in benchmarks/results/ (run by hand, one script each)."""
+"""GPU benchmarks and validations, one script each, run by hand (README.md here lists them); their JSON
+is in benchmarks/results/."""

@@ -10,8 +10,8 @@ on the same worker, one after another (Backend.evaluate_batch), and decides each
                         alone in a fresh job; the first that wins again is promoted
 Rates are per decision (one decision per copy timed: rounds x B), and per round.
 
-  python benchmarks/aa_batch.py --mode gpu --out benchmarks/results/session3/aa_batch_h200.json        # H200
-  python benchmarks/aa_batch.py --mode interpret --rounds 2 --out /tmp/aa.json             # CPU smoke
+  python benchmarks/aa_batch.py --mode gpu --out benchmarks/results/session3/aa_batch_h200.json  # H200
+  python benchmarks/aa_batch.py --mode interpret --rounds 2 --out /tmp/aa.json                   # CPU smoke
 
 --mode gpu uses the local backend (a CUDA GPU). --mode interpret uses the SYNTHETIC backend:
 Triton interpreter correctness on the CPU, MODELED timing with modeled noise, labelled synthetic.

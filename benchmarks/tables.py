@@ -7,7 +7,7 @@ cited JSON (tests/test_results_tables.py runs it, and compares both files with a
 
   python benchmarks/tables.py            # write docs/results.md and docs/history.md
   python benchmarks/tables.py --check    # exit 1 if either differs from a fresh render, or a time
-                                    # shown is in none of the JSON its section cites
+                                         # shown is in none of the JSON its section cites
 """
 from __future__ import annotations
 

@@ -39,6 +39,18 @@ def test_files_linked_from_the_readme_and_the_docs_exist():
             assert (ROOT / "docs" / link).exists(), (name, link)
 
 
+def test_the_benchmarks_readme_names_every_script_and_its_links_resolve():
+    bench = ROOT / "benchmarks"
+    text = (bench / "README.md").read_text()
+    scripts = [p for p in bench.rglob("*.py")
+               if p.name != "__init__.py" and not {"results", "by_hand"} & set(p.relative_to(bench).parts)]
+    assert scripts and [p.name for p in scripts if f"`{p.relative_to(bench).as_posix()}`" not in text] == []
+    for readme in bench.rglob("README.md"):
+        prose = re.sub(r"`[^`\n]*`", "", readme.read_text())
+        for link in re.findall(r"\]\((?!https?:)([^)#\s]+)", prose):
+            assert (readme.parent / link).exists(), (readme.relative_to(ROOT).as_posix(), link)
+
+
 def test_the_readme_is_read_in_five_minutes():
     lines = README.splitlines()
     assert len(lines) <= 250, len(lines)
