@@ -67,7 +67,7 @@ def add_options(p) -> None:
                         "champion's arena as large as the candidate's), reads (the judge reads the "
                         "champion's inputs and output after each rep pair, as the candidate's); "
                         "default both (without arena, softmax's champion was slower in 28 of 30 "
-                        "H200 A/A jobs: results/session9); 'none' (benchmarks only) for neither")
+                        "H200 A/A jobs: benchmarks/results/session9); 'none' (benchmarks only) for neither")
 
 
 class TimedSets:

@@ -48,7 +48,7 @@ class Arena:
             # Slots start at the same address alignment in every arena (2 MiB): where a kernel's
             # inputs sit relative to pages is part of its time, so the candidate's and the
             # champion's must not differ there (with the timed sets first in both arenas, this
-            # took the H200 matmul A/A from -1.6% to +0.2%: results/session4/README.md).
+            # took the H200 matmul A/A from -1.6% to +0.2%: benchmarks/results/session4/README.md).
             self.nbytes += BASE_ALIGN
             self.base = own_segment(torch, device, self.nbytes)[:self.nbytes]
             self.used = (-self.base.data_ptr()) % BASE_ALIGN

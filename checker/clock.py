@@ -15,7 +15,7 @@ Hodges-Lehmann shift with its Wilcoxon signed-rank confidence interval (distribu
 robust to a stalled rep). The verdict rejects when the whole interval lies beyond a tolerance of
 max(TOL_ABS_MS, TOL_FRAC x the candidate's reported median): one-sided 1% each way with no
 shift and no tolerance, far rarer with it (tests/test_clock.py; the H200's own rates come from
-bench/contain_gpu.py, whose raw per-pair numbers let these constants be re-chosen).
+benchmarks/contain_gpu.py, whose raw per-pair numbers let these constants be re-chosen).
 """
 from __future__ import annotations
 
@@ -27,11 +27,11 @@ TOL_ABS_MS = 0.015       # honest overheads differ by jitter of tens of microsec
 TOL_FRAC = 0.015         # of the candidate's own time: 5% low on 1 ms is 3.3x this
 Z = 2.33                 # one-sided 1% normal quantile (with no shift and no tolerance)
 HOST_TOL_ABS_MS = 1.0    # --host-clock (CPU tests): a loaded CPU's pipe and scheduling noise
-# What the judge uses on the GPU. On the H200 (results/session5 call 3: softmax, 100 separate A/A
+# What the judge uses on the GPU. On the H200 (benchmarks/results/session5 call 3: softmax, 100 separate A/A
 # jobs) honest workers' overheads differed by up to +-0.2 ms per call (interval ends to 0.17 ms):
 # with TOL_ABS_MS, 21 of 100 honest jobs were rejected. So on the GPU a misreport is caught only
 # above 0.25 ms per call; 5% low on a 1 ms kernel (0.05 ms) is NOT caught there (README says so).
-# Re-measured with one settle cycle count for both workers (results/session7: 171 separate A/A
+# Re-measured with one settle cycle count for both workers (benchmarks/results/session7: 171 separate A/A
 # jobs, honest intervals from -0.25 to +0.27 ms; a worker 5% low on 1.15 ms showed +0.064 ms):
 # the spread did not shrink, so no tolerance separates 5% low from honest noise on the GPU.
 GPU_TOL_ABS_MS = 0.25
@@ -39,7 +39,7 @@ MIN_PAIRS = 13           # fewer rep pairs (26 reps) give no interval at Z: no o
 # The judge's clock over bursts (burst_shift, burst_verdict): the rule that catches 5% low on the
 # GPU. A worker reporting x low shows a per-call shift of x/(1-x) of its report (5%: +0.053).
 BURST_K = 20                 # calls per burst on the GPU (--clock-burst; the interpreter: none)
-# On the H200 (results/session10 calls 1, 3, 4) honest shifts were within -0.016..+0.020 ms a
+# On the H200 (benchmarks/results/session10 calls 1, 3, 4) honest shifts were within -0.016..+0.020 ms a
 # call over 144 separate jobs on two kernels (softmax 0.066 ms: -0.0158..+0.0198; the naive
 # matmul, 1.15 ms: -0.0097..+0.0148) and a worker 5% low on that matmul showed +0.047..+0.063
 # (13 of 13 rejected). A 2 us floor rejected 30 of 43 honest softmax jobs, hence 0.03 ms: 5% low
@@ -47,14 +47,14 @@ BURST_K = 20                 # calls per burst on the GPU (--clock-burst; the in
 # floor; on the tuned 0.185 ms matmul only beyond about 16% low). The lower side rejected 3 of 31
 # truly faster candidates in the power test (docs/guarantees.md).
 # Bursts per worker: the shift is a difference of medians over them, so one burst disturbed by
-# something outside both kernels (a host pause: results/session11 call 1, where every rejection
+# something outside both kernels (a host pause: benchmarks/results/session11 call 1, where every rejection
 # of 60 power jobs was one burst of two, 0.03-0.18 ms a call off its twin) does not decide.
 BURSTS = 3
 BURST_TOL_FRAC = 0.025       # half of 5% low's shift
 BURST_TOL_ABS_MS = 0.03      # the honest per-call spread on the H200 was within 0.02 ms
 # The lower side (a candidate worker's overhead below the champion's: harness work skipped) has
 # its own floor. On the H200 an honest, truly faster candidate came out below its champion by up
-# to -0.09 ms a call (results/session11 calls 1-2: 171 power jobs, median -0.007 to -0.014): the
+# to -0.09 ms a call (benchmarks/results/session11 calls 1-2: 171 power jobs, median -0.007 to -0.014): the
 # champion there is the same kernel plus a copy, and what its extra writes leave dirty in L2 is
 # written back inside the next call's flush, outside its timed region. What this side is for is
 # a worker that skips its settle spin, 0.25 ms a call on the H200 (timing.SETTLE_CYCLES); a

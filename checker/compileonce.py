@@ -4,7 +4,7 @@ prewarm threads (timing.prewarm calls the kernel on every shape at once, one thr
 Why: Triton's JIT looks a specialization up in its kernel cache and compiles on a miss, with no
 lock, so two threads whose shapes share a specialization both compile it (the matmul spec's
 1000^3 and 4095x3001x1999 shapes: four threads, three specializations, four compiles on the
-H200 in results/session13). Triton 3.6 then builds one C launcher per signature at the first
+H200 in benchmarks/results/session13). Triton 3.6 then builds one C launcher per signature at the first
 launch, also with no lock: threads that finish their compiles close together each run the C
 compiler on the same source, and the last of those builds was what ended 3 of 11 traced prewarms,
 0.1-0.23 s after the last compile. Here a thread that would repeat a compile or a launcher build

@@ -90,7 +90,7 @@ def plan(interpret: bool, euid: int, layers_text: str | None, mode: str | None,
     `layers_text` (KERNLOOP_CONTAIN_LAYERS or --layers; default all) and `mode` ('strict' or
     'best-effort'; default strict on the CPU path, best-effort on the GPU, where the judge
     reports what held). Another user id is left out on the GPU unless named (CUDA IPC fails
-    across user ids and user namespaces: results/session5), for a judge that is not root (it
+    across user ids and user namespaces: benchmarks/results/session5), for a judge that is not root (it
     cannot give one) and where Python, the checker or a kernel file sits where another user
     cannot read (`unreadable`: e.g. a Python under /root); each choice is recorded with its reason."""
     layers = parse_layers(layers_text)

@@ -262,7 +262,7 @@ class WarmPool:
         candidate that may be promoted; then, as a cold judge's end of job, every other process
         below the judge is killed and the folders of the workers gone are removed; restore the
         spares."""
-        took = result.setdefault("finish_s", {})   # where a job's end goes (bench/verdict_speed.py)
+        took = result.setdefault("finish_s", {})   # where a job's end goes (benchmarks/verdict_speed.py)
         for role, sd in sides.items():
             t0 = time.monotonic()
             if sd.arena is not None:

@@ -18,7 +18,7 @@ import time
 # the start event to the candidate's launch, including Python dispatch under the op recorder
 # (200 us at 2.5 GHz; 253 us at the H200's 1.98 GHz boost). One fixed count, the judge's, for
 # both workers of an A/B (each worker once calibrated its own; with one count the honest
-# overhead spread on the H200 stayed at about +-0.25 ms per call: results/session7).
+# overhead spread on the H200 stayed at about +-0.25 ms per call: benchmarks/results/session7).
 SETTLE_CYCLES = 500_000
 
 # Two ceilings per device, never mixed: the DATASHEET peak (dense bf16 tensor-core TFLOP/s, no
@@ -35,7 +35,7 @@ DATASHEET = [   # (name in the device string, TFLOP/s dense bf16, GB/s, source)
 ]
 MEASURED = [   # (name, TFLOP/s of bf16 torch.mm 8192^3, copy GB/s read + write, source)
     ("H200", 790.0, 4200.0, "measured on this project's H200 (torch.mm 8192^3 bf16: 785-793 TFLOP/s; "
-                            "device-to-device copy 4.23-4.26 TB/s read + write; results/)"),
+                            "device-to-device copy 4.23-4.26 TB/s read + write; benchmarks/results/)"),
 ]
 
 
@@ -162,7 +162,7 @@ def no_gc():
     """Python's cyclic garbage collector off for a timed region, as timeit does: a collection's
     pause inside a burst of timed calls idles the GPU, and the judge's clock takes it for that
     worker's overhead. On the H200 one burst of two jumped by 0.03-0.11 ms a call in every burst
-    rejection of the power test, five of six at a kept worker's tenth job (results/session11
+    rejection of the power test, five of six at a kept worker's tenth job (benchmarks/results/session11
     call 1; read as its full collection)."""
     was = gc.isenabled()
     gc.disable()
@@ -239,7 +239,7 @@ def gone_or_waited(native_ids: list, limit_s: float = 2.0) -> bool:
     """Wait until these joined threads have left /proc/self/task, up to `limit_s`. join()
     returns when a thread's Python state is released, a moment before the OS thread exits: the
     judge, reading the worker's tasks right after its reply, saw one such thread as "started
-    threads" (the H200, results/session7). True when all are gone (or /proc is absent)."""
+    threads" (the H200, benchmarks/results/session7). True when all are gone (or /proc is absent)."""
     end = time.monotonic() + limit_s
     while True:
         left = [n for n in native_ids if n and os.path.exists(f"/proc/self/task/{n}")]

@@ -250,7 +250,7 @@ def lock_early(args, containment: dict) -> None:
 def _landlock_late(args) -> bool:
     """On the GPU, or with KERNLOOP_CONTAIN_FALLBACK=late: Landlock once the CUDA context and the
     arena are up. Applied before torch, the domain makes CUDA's initialisation fail on the H200
-    (cudaGetDeviceCount: error 304, results/session5 call 2). Without Landlock ABI 8's TSYNC it
+    (cudaGetDeviceCount: error 304, benchmarks/results/session5 call 2). Without Landlock ABI 8's TSYNC it
     then binds this thread and what it starts later, not the threads CUDA started before."""
     return not args.interpret or "late" in os.environ.get("KERNLOOP_CONTAIN_FALLBACK", "").split(",")
 

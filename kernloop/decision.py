@@ -52,7 +52,7 @@ def decide(result: dict | None, min_gain: float = LOOP_DEFAULTS["min_gain"], sig
         and  cand_median < champ_median * (1 - min_gain)
     Why the medians: a burst of slow reps on one side moves its mean and widens its spread
     too little to fail the sigma test (an H200 A/A of identical kernels: one promotion in 100
-    at +2.7% in the means, medians equal; results/session4/README.md).
+    at +2.7% in the means, medians equal; benchmarks/results/session4/README.md).
     A result with shapes left unchecked (the judge checks the others only when its A/B may
     promote) is never promoted; its rejection names them.
     Returns {verdict, promoted, reason, rule}; verdict in promoted|rejected|incorrect|failed."""

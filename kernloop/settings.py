@@ -101,7 +101,7 @@ _VARS = [
         "after its decision; `warm-fresh`: the same, but each job's champion is a fresh worker "
         "started ahead (both sides of every A/B the same age); `cold`: one checker process per "
         "job, the second look inside it (the path before the warm judge, kept for comparison: "
-        "bench/verdict_speed.py)"),
+        "benchmarks/verdict_speed.py)"),
     Var("KERNLOOP_SIGHT_CACHE", ("0", "1"), "1", "`1` (default): the baseline's peers and profile "
         "are kept under `<--out>/.cache/sight/` and reused by a later run of the same spec, "
         "baseline, device and versions (docs/warm-judge.md says what the key holds); `0`: "

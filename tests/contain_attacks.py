@@ -1,5 +1,5 @@
 """Hostile kernel-file prefixes for the containment tests (tests/test_contain.py) and the GPU
-smoke bench (bench/contain_gpu.py). Each runs as arbitrary Python in a worker through the
+smoke bench (benchmarks/contain_gpu.py). Each runs as arbitrary Python in a worker through the
 checker's test seam; the baseline kernel follows it, so only the attack can make it fail.
 
 ATTACKS (format with orch, mark, run, proj, site, cache, later, other_job) tries every write, signal, trace

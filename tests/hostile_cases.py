@@ -3,7 +3,7 @@
 Each case is a kernel file that cheats (or breaks) the way generated kernels have cheated real
 harnesses. They are fed to the checker directly, bypassing the static contract, so that each
 run-time defence is shown to stand on its own. Shared by tests/test_hostile.py (CPU, Triton
-interpreter) and bench/hostile_gpu.py (the GPU-only ones, on the H200).
+interpreter) and benchmarks/hostile_gpu.py (the GPU-only ones, on the H200).
 
 case: name -> (make(base_code) -> code, expected substring(s) of the rejection, where)
 where: "any" (interpreter and GPU), "gpu" (needs CUDA: timing, streams, device memory),
@@ -43,7 +43,7 @@ CASES = {
                          "rel-L2", "any"),
     "returns_nan": (_after_alloc("    return torch.full((M, N), float('nan'), device=a.device, dtype=a.dtype)\n"),
                     "NaN", "any"),
-    # on the GPU the cast is caught as a torch op first (results/session10 call 2), in the
+    # on the GPU the cast is caught as a torch op first (benchmarks/results/session10 call 2), in the
     # interpreter (which allows _to_copy) by the dtype check
     "wrong_dtype": (_replace_return("    return c.float()\n"), ("dtype", "torch ops _to_copy"), "any"),
     # -- a right answer in a strided layout: the worker's untimed copy-out would do the transpose

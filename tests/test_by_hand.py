@@ -1,4 +1,4 @@
-"""The hand-written structures in bench/by_hand/ (what the tuner cannot reach by CONFIG alone)
+"""The hand-written structures in benchmarks/by_hand/ (what the tuner cannot reach by CONFIG alone)
 pass the contract and the checker in the Triton interpreter, on both of their code paths."""
 import importlib.util
 import json
@@ -14,7 +14,7 @@ from kernloop.spec import load_spec
 from kernloop.propose.tuner import replace_config
 
 ROOT = Path(__file__).resolve().parent.parent
-HAND = sorted((ROOT / "bench" / "by_hand").glob("*.py"))
+HAND = sorted((ROOT / "benchmarks" / "by_hand").glob("*.py"))
 # Small blocks force the long-row path (online softmax / two-pass RMSNorm) on small shapes,
 # with lanes that only ever see padding (N=1) and a partial last chunk (N=100).
 FORCE_LONG = dict(MAX_ONEPASS=32, ONEPASS_WARPS=4, LONG_BLOCK=64, LONG_WARPS=4)
@@ -69,7 +69,7 @@ def test_matmul_check_shapes_take_both_paths():
     and the pointer fallback on the odd ones, so the default variant covers both."""
     import torch
     spec = load_spec(ROOT / "specs" / "matmul.yaml")
-    mod_spec = importlib.util.spec_from_file_location("by_hand_matmul", ROOT / "bench" / "by_hand" / "matmul.py")
+    mod_spec = importlib.util.spec_from_file_location("by_hand_matmul", ROOT / "benchmarks" / "by_hand" / "matmul.py")
     mod = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(mod)
     dt = getattr(torch, spec.check_dtype)

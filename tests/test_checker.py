@@ -121,7 +121,7 @@ def test_prewarm_overlaps_calls_and_swallows_errors():
 def test_prewarm_returns_only_once_its_threads_have_left_the_os():
     """join() returns a moment before the OS thread exits; the judge reads the worker's
     /proc/<pid>/task right after the prewarm reply and counted such a thread as one the candidate
-    started (the H200, results/session7). After prewarm, no thread it started is in /proc."""
+    started (the H200, benchmarks/results/session7). After prewarm, no thread it started is in /proc."""
     import os
     import threading
 

@@ -1,9 +1,9 @@
 """The judge's clock against a worker's word (checker/clock.py): pure rules on per-rep numbers.
 
 The noise model below is SYNTHETIC (labelled so): honest overheads of about 1.1 ms as the H200's
-result lines show them (results/session4: medians 0.95-1.19 ms), a jitter of 30 us per call (a
+result lines show them (benchmarks/results/session4: medians 0.95-1.19 ms), a jitter of 30 us per call (a
 guess: no per-call numbers were kept before), an order effect and rare stalls. The GPU's real
-false-alarm and catch rates come from bench/contain_gpu.py on the H200.
+false-alarm and catch rates come from benchmarks/contain_gpu.py on the H200.
 """
 import contextlib
 import random
@@ -239,7 +239,7 @@ def test_a_worker_honest_in_its_bursts_and_low_in_the_a_b_shows_in_the_shift_aga
 
 
 def test_one_disturbed_burst_of_three_does_not_decide_and_the_order_alternates():
-    """SYNTHETIC bursts shaped as the H200's power test showed them (results/session11 call 1):
+    """SYNTHETIC bursts shaped as the H200's power test showed them (benchmarks/results/session11 call 1):
     one burst of a worker 2 ms longer on the judge's clock (a host pause while the GPU idled),
     0.1 ms a call over 20. With two bursts the shift was their mean and rejected an honest,
     faster candidate; over three the median leaves the disturbed one out."""

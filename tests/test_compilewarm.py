@@ -54,7 +54,7 @@ def test_the_warm_up_reports_a_failure_instead_of_raising():
 def test_a_failed_warm_up_forgets_triton_s_cached_tool_probes():
     """Triton caches `ptxas --version` per path for the process, a failed probe too; a warm-up
     whose ptxas was killed left its spare saying "Cannot find ptxas" to the candidate it then
-    ran (an H200 A/A job, results/session9). A failed warm-up clears that cache."""
+    ran (an H200 A/A job, benchmarks/results/session9). A failed warm-up clears that cache."""
     import triton.knobs as knobs
     assert knobs.NvidiaTool.from_path("/nonexistent/ptxas") is None   # a failed probe, cached
     assert knobs.NvidiaTool.from_path.cache_info().currsize >= 1

@@ -23,7 +23,7 @@ SPEC = SPECS["matmul"]
 # ------------------------------------------------------------------ every shipped kernel passes
 def _shipped():
     out = [(f"specs/{s.baseline.name}", s) for s in SPECS.values()]
-    out += [(f"bench/by_hand/{p.name}", SPECS[p.stem]) for p in sorted((ROOT / "bench/by_hand").glob("*.py"))]
+    out += [(f"benchmarks/by_hand/{p.name}", SPECS[p.stem]) for p in sorted((ROOT / "benchmarks/by_hand").glob("*.py"))]
     for run in ("tests/fixtures/sample_run", "runs/example"):
         spec = load_spec(ROOT / json.loads((ROOT / run / "run.jsonl").read_text().splitlines()[0])["spec"]["path"])
         for p in sorted((ROOT / run).glob("**/*.py")):

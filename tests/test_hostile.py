@@ -5,7 +5,7 @@ run-time defence is shown to stand alone; a few then go through the whole loop t
 on and the champion never changes because of them. The "timed" cases run the A/B against the
 champion in the interpreter too (the judge's --host-clock: host clocks, the rules only). The
 GPU-only cases (side streams, forged events, illegal memory access, out of memory) run on the
-H200 in bench/hostile_gpu.py and bench/judge_smoke.py.
+H200 in benchmarks/hostile_gpu.py and benchmarks/judge_smoke.py.
 bf16 is checked as fp16 here: the interpreter's tl.dot is wrong for bf16 operands.
 """
 import json

@@ -71,7 +71,7 @@ def test_without_the_check_the_jit_compiles_the_hidden_kernel(tmp_path):
 def _shipped():
     out = [(s.baseline, s.entry) for s in (load_spec(p) for p in sorted((ROOT / "specs").glob("*.yaml")))
            if not s.torch_baseline]
-    out += [(p, load_spec(ROOT / "specs" / f"{p.stem}.yaml").entry) for p in sorted((ROOT / "bench/by_hand").glob("*.py"))]
+    out += [(p, load_spec(ROOT / "specs" / f"{p.stem}.yaml").entry) for p in sorted((ROOT / "benchmarks/by_hand").glob("*.py"))]
     return [(str(p), e) for p, e in out]
 
 
@@ -177,7 +177,7 @@ def test_the_contract_works_out_the_same_texts_as_the_installed_triton(tmp_path)
     for honest files and for every hidden-kernel trick: the contract's first line of defence
     reads Triton's rules as Triton applies them."""
     from tests.hostile_cases import CASES
-    files = [BASE, (ROOT / "bench/by_hand/matmul.py").read_text()]
+    files = [BASE, (ROOT / "benchmarks/by_hand/matmul.py").read_text()]
     files += [CASES[n][0](BASE) for n in ("def_line_in_kernel_body_string", "kernel_in_decorator_keyword",
                                           "def_keyword_then_tab", "form_feed_hides_the_def", "nested_def_same_name")]
     paths = []

@@ -3,7 +3,7 @@ interpret mode on the CPU (real Triton kernels, TRITON_INTERPRET=1), the static 
 bypassed on purpose: what a kernel can still reach from its own worker, what the judge sees of
 it from outside, and what the loop does with a child's result line it cannot trust.
 The GPU half (CUDA IPC, the A/B between two workers on GPU clocks, the clock check) runs in
-bench/judge_smoke.py on the H200; the A/B's rules also run here (tests/test_hostile.py,
+benchmarks/judge_smoke.py on the H200; the A/B's rules also run here (tests/test_hostile.py,
 --host-clock).
 """
 import json

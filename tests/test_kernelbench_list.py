@@ -1,5 +1,5 @@
 """docs/kernelbench.md's list of KernelBench level-1 problems: every one determined, and rows as
-bench/kernelbench_level1.py writes them by running `orchestrator.py new --from-kernelbench`."""
+benchmarks/kernelbench_level1.py writes them by running `orchestrator.py new --from-kernelbench`."""
 from __future__ import annotations
 
 import re
@@ -41,7 +41,7 @@ def test_the_script_writes_the_lists_rows(tmp_path):
     shutil.copy(KB / "kb5_matrix_scalar.py", tmp_path / "5_Matrix_scalar_multiplication.py")
     shutil.copy(KB / "kb7_small_k_matmul.py", tmp_path / "7_Matmul_with_small_K_dimension_.py")
     shutil.copy(KB / "kb19_relu.py", tmp_path / "19_not_asked.py")
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / "kernelbench_level1.py"), str(tmp_path),
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench_level1.py"), str(tmp_path),
                         "--only", "5", "7", "--mem-gb", "6", "--timeout", "600"],
                        capture_output=True, text=True, timeout=1300, cwd=ROOT)
     assert p.returncode == 0, p.stderr

@@ -1,4 +1,4 @@
-"""bench/launchers.py (the `prebuilt` plan of bench/prewarm_parts.py): a worker's report of its
+"""benchmarks/launchers.py (the `prebuilt` plan of benchmarks/prewarm_parts.py): a worker's report of its
 launchers' signatures is untrusted data, reduced to lists of Triton type names; a spare given
 signatures builds them into its own Triton cache (Triton 3.6) or says this Triton builds none per
 signature (3.8), in a fresh process; nothing raises."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench import launchers  # noqa: E402
+from benchmarks import launchers  # noqa: E402
 
 
 MATMUL_SIG = ["*bf16", "*bf16", "*bf16", "i32", "i32", "i32", "i32", "constexpr", "i32", "constexpr",
@@ -39,7 +39,7 @@ def test_signatures_are_built_into_the_process_s_triton_cache_or_it_says_why_not
     what is not a signature is ignored, and nothing fails."""
     import subprocess
     sigs = [MATMUL_SIG, ["*bf16", "i32); abort(); (int"]]
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from bench import launchers; "
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from benchmarks import launchers; "
             "print(json.dumps(launchers.build_launchers(json.loads(sys.argv[2]))))")
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")}
     p = subprocess.run([sys.executable, "-c", code, str(ROOT), json.dumps(sigs)], env=env,

@@ -267,7 +267,7 @@ def test_text_work_is_linear_and_capped():
     (minutes: the loop waited on its page); extraction rescanned the answer for each unclosed
     <think> and each fence line of blanks. All are linear now and capped; this runs them on
     such inputs in a child that would be killed if they were not (a liveness check, not a
-    timing: bench/text_bounds.py measures)."""
+    timing: benchmarks/text_bounds.py measures)."""
     import subprocess
     import sys
     p = subprocess.run([sys.executable, "-c", _BOUNDED.format(root=str(ROOT))], capture_output=True,

@@ -1,5 +1,5 @@
-"""The pure parts of the H200 benches: bench/peers_h200.digest (what the table takes from a
-run.jsonl) and bench/aa_jobs.summarize. Hand-written test inputs in the log's format, not
+"""The pure parts of the H200 benches: benchmarks/peers_h200.digest (what the table takes from a
+run.jsonl) and benchmarks/aa_jobs.summarize. Hand-written test inputs in the log's format, not
 measurements; the scripts themselves run on the H200 (and `--dry` / `--mode interpret` on a CPU)."""
 import sys
 from pathlib import Path
@@ -7,8 +7,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.aa_jobs import summarize  # noqa: E402
-from bench.peers_h200 import digest  # noqa: E402
+from benchmarks.aa_jobs import summarize  # noqa: E402
+from benchmarks.peers_h200 import digest  # noqa: E402
 
 
 def _job(event, wall, sight=None, end=3.0, **result):

@@ -31,12 +31,24 @@ DOCS = {p.name: p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))}
 
 
 def test_files_linked_from_the_readme_and_the_docs_exist():
-    for link in re.findall(r"\]\(((?:results|docs)/[^)#]+)", README):
+    for link in re.findall(r"\]\(((?:benchmarks|docs|tools)/[^)#]+)", README):
         assert (ROOT / link).exists(), link
-    for name, text in DOCS.items():   # docs link relative to docs/: ../results/..., measurement.md
+    for name, text in DOCS.items():   # docs link relative to docs/: ../benchmarks/results/..., measurement.md
         prose = re.sub(r"`[^`\n]*`", "", text)   # `k[grid](...)` is code, not a link
         for link in re.findall(r"\]\((?!https?:)([^)#\s]+)", prose):
             assert (ROOT / "docs" / link).exists(), (name, link)
+
+
+def test_the_benchmarks_readme_names_every_script_and_its_links_resolve():
+    bench = ROOT / "benchmarks"
+    text = (bench / "README.md").read_text()
+    scripts = [p for p in bench.rglob("*.py")
+               if p.name != "__init__.py" and not {"results", "by_hand"} & set(p.relative_to(bench).parts)]
+    assert scripts and [p.name for p in scripts if f"`{p.relative_to(bench).as_posix()}`" not in text] == []
+    for readme in bench.rglob("README.md"):
+        prose = re.sub(r"`[^`\n]*`", "", readme.read_text())
+        for link in re.findall(r"\]\((?!https?:)([^)#\s]+)", prose):
+            assert (readme.parent / link).exists(), (readme.relative_to(ROOT).as_posix(), link)
 
 
 def test_the_readme_is_read_in_five_minutes():

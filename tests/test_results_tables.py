@@ -1,5 +1,5 @@
 """docs/results.md and docs/history.md are generated from the committed result JSON by
-bench/tables.py: they match a fresh render, every time they show is a value of the JSON their
+benchmarks/tables.py: they match a fresh render, every time they show is a value of the JSON their
 section cites, and an edited number fails both checks."""
 import sys
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import tables  # noqa: E402
+from benchmarks import tables  # noqa: E402
 
 
 def test_the_committed_tables_are_the_json():

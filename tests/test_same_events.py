@@ -1,7 +1,7 @@
-"""bench/same_events.py: two logs that differ only in clock readings and paths compare equal; any other field does not."""
+"""benchmarks/same_events.py: two logs that differ only in clock readings and paths compare equal; any other field does not."""
 import json
 
-from bench import same_events
+from benchmarks import same_events
 
 
 def _log(folder, events):

@@ -1,5 +1,5 @@
-"""bench/sight_h200.py --dry: the whole script on the CPU (interpreter, host clock), one spec;
-bench/nebius_entry_h200.py --mode interpret-timed likewise."""
+"""benchmarks/sight_h200.py --dry: the whole script on the CPU (interpreter, host clock), one spec;
+benchmarks/nebius_entry_h200.py --mode interpret-timed likewise."""
 import json
 import os
 import subprocess
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_dry_run_writes_side_by_side_and_peers(tmp_path):
     out = tmp_path / "sight.json"
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / "sight_h200.py"), "--dry", "--reps", "2",
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sight_h200.py"), "--dry", "--reps", "2",
                         "--specs", "rmsnorm", "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     d = json.loads(out.read_text())
@@ -27,12 +27,12 @@ def test_dry_run_writes_side_by_side_and_peers(tmp_path):
 
 
 def test_nebius_entry_bench_on_the_cpu(tmp_path):
-    """bench/nebius_entry_h200.py --mode interpret-timed: the staged container folder and the
+    """benchmarks/nebius_entry_h200.py --mode interpret-timed: the staged container folder and the
     injected entry, run as a job runs them, on the CPU (host clock; numbers meaningless)."""
     out = tmp_path / "entry.json"
     # --timeout: the bench's 42 s per job is the H200's; in the interpreter the baseline job with
     # its peers takes ~35 s on an idle 2-core machine, and timed out under a loaded test run.
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / "nebius_entry_h200.py"), "--mode",
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "nebius_entry_h200.py"), "--mode",
                         "interpret-timed", "--out", str(out), "--timeout", "150"], capture_output=True,
                        text=True, timeout=420, env={k: v for k, v in os.environ.items() if k != "KERNLOOP_NCU"})
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]

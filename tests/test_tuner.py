@@ -218,8 +218,8 @@ def test_resumed_tuner_keeps_what_it_learned():
 
 
 # ---------------------------------------------------------------- shared memory, estimated up front
-H200_RUNS = [Path("results/runs/20261129-133338-matmul/run.jsonl"),
-             Path("results/runs/20261129-135253-matmul_bias_gelu/run.jsonl")]
+H200_RUNS = [Path("benchmarks/results/runs/20261129-133338-matmul/run.jsonl"),
+             Path("benchmarks/results/runs/20261129-135253-matmul_bias_gelu/run.jsonl")]
 
 
 def _h200_outcomes_of(path):

@@ -1,4 +1,4 @@
-"""bench/verdict_speed.py reads a real run folder (what it reports from the H200): a synthetic
+"""benchmarks/verdict_speed.py reads a real run folder (what it reports from the H200): a synthetic
 run of the loop is written by the orchestrator, then read back; per job it says whether the
 candidate's spare had warmed Triton's compiler (never, on the synthetic backend); and the order
 of its runs with --beside (another checkout's default command in alternate rounds)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench import verdict_speed  # noqa: E402
+from benchmarks import verdict_speed  # noqa: E402
 from tests.test_resume import small_spec  # noqa: E402
 
 

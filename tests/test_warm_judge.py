@@ -3,7 +3,7 @@ kernels in the interpreter: it gives the verdicts the one-process-per-job judge 
 hostile suite included), a worker that dies or hangs is replaced and the judge goes on, a killed
 judge fails only the job it held, a candidate never shares a process with another kernel, the
 second look comes after the decision, and nothing outlives the loop that started it.
-The GPU half (CUDA contexts opened only outside timing, A/A and power) is bench/verdict_speed.py.
+The GPU half (CUDA contexts opened only outside timing, A/A and power) is benchmarks/verdict_speed.py.
 """
 import json
 import os

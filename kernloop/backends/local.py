@@ -173,7 +173,7 @@ def pycache_env(package_dir: Path | None = None) -> dict:
 # Spares of a warm judge by (on a GPU, warm-fresh). On the GPU a job takes one; a spare told `go`
 # as a job begins opens its CUDA context (~0.5 s on the H200) during that job's compile, so with 3
 # the one a job takes was told a job earlier (with 2, 13 and 14 of 30 H200 jobs waited for it:
-# results/session9 callC, callD: phase `load`). warm-fresh takes two a job.
+# benchmarks/results/session9 callC, callD: phase `load`). warm-fresh takes two a job.
 SPARES = {(True, False): 3, (True, True): 4, (False, False): 1, (False, True): 2}
 MODE_FLAGS = {"gpu": ["--mode", "gpu"], "interpret": ["--mode", "interpret"],   # CPU: tests
               "interpret-timed": ["--mode", "interpret", "--host-clock"]}

@@ -4,7 +4,7 @@ It is a MODEL, not a measurement: every number it produces is labelled synthetic
 the loop can be exercised end to end on a machine without a GPU, on a landscape that behaves
 like the real one (tile shape, waves, occupancy, pipelining, bandwidth) and has a real optimum.
 
-Ceilings are the H200 as measured in this project (results/): ~790 TFLOP/s dense bf16 matrix
+Ceilings are the H200 as measured in this project (benchmarks/results/): ~790 TFLOP/s dense bf16 matrix
 rate and ~4.2 TB/s copy bandwidth (read + write). Rules of the model, each a documented guess:
   matmul   per-CTA work = 2*BM*BN*K flops; an SM's rate is the tensor-core rate times an MMA
            efficiency (wgmma needs BM >= 64 and 4-warp groups; small tiles fall back to mma.sync),
