@@ -105,7 +105,8 @@ TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "assignment to local names", "if / else, conditional expressions",
         "for over range(...)", "assert", "return", "arithmetic and comparisons on shapes and "
         "constants (never on tensors)", "tuple and list literals", "calls of other launcher "
-        "functions")),
+        "functions (not recursive)", "listed functions only called, by their own names (never "
+        "stored, passed or returned)")),
 }
 
 
