@@ -3,8 +3,9 @@ wall-clock cap, so that no kernel file can hold or exhaust the loop whatever the
 
 The work budget (contract.budget) bounds the analysis first and decides every verdict: a file
 judged to the budget takes seconds of CPU, far under these caps, so they are never reached by a
-working contract; they stand for its bugs. A fork costs the loop's process (no torch loaded,
-~40 MiB) about 2 ms a candidate. Where there is no fork (not POSIX), the check runs in-process.
+working contract; they stand for its bugs. In the loop's process (no torch loaded) the fork
+adds 10-15 ms a candidate (bench/contract_cost.py). Where there is no fork (not POSIX), the
+check runs in-process.
 """
 from __future__ import annotations
 
