@@ -13,6 +13,7 @@ import hashlib
 import io
 import tokenize
 
+from kernloop.contract import budget as contract_budget
 from kernloop.contract import config as contract_config
 from kernloop.contract import texts as contract_text
 from kernloop.contract.walk import Walker
@@ -104,7 +105,8 @@ TABLE: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "assignment to local names", "if / else, conditional expressions",
         "for over range(...)", "assert", "return", "arithmetic and comparisons on shapes and "
         "constants (never on tensors)", "tuple and list literals", "calls of other launcher "
-        "functions")),
+        "functions (not recursive)", "listed functions only called, by their own names (never "
+        "stored, passed or returned)")),
 }
 
 
@@ -182,19 +184,23 @@ def source_encoding(code: str) -> str | None:
     return None
 
 
-def check(code, spec) -> list[str]:
+def check(code, spec, budget: contract_budget.Budget | None = None) -> list[str]:
     """Reasons `code` (the bytes that will run, or their text) breaks the contract for `spec`
     (entry name and inputs), in source order. Never raises: a failure of the contract itself is
-    a reason too, so the file is rejected, never run."""
+    a reason too, so the file is rejected, never run; so is a file past the work budget
+    (contract/budget.py: "too complex to judge"). `budget`: the counter to charge (its `spent`
+    tells the steps taken), a fresh one of budget.STEPS when None."""
     try:
-        return _check(code, spec)
+        return _check(code, spec, budget or contract_budget.Budget())
+    except contract_budget.TooComplex as e:   # past the work budget: counted, so the same everywhere
+        return [contract_budget.reason(str(e))]
     except (RecursionError, MemoryError) as e:   # fails closed: never an exception in the loop
         return [f"the file is nested too deeply to be judged ({type(e).__name__}): split long expressions"]
     except Exception as e:   # noqa: BLE001 - the contract's own failure rejects the file
         return [f"the contract could not judge this file ({type(e).__name__}: {str(e)[:200]}): rejected"]
 
 
-def _check(code, spec) -> list[str]:
+def _check(code, spec, budget: contract_budget.Budget) -> list[str]:
     if isinstance(code, (bytes, bytearray)):
         try:
             code = bytes(code).decode("utf-8-sig")
@@ -210,7 +216,7 @@ def _check(code, spec) -> list[str]:
         tree = ast.parse(code)
     except SyntaxError as e:
         return [f"syntax error at line {e.lineno}: {e.msg}"]
-    return Walker(tree, spec, TABLE, WHY, LABELS, code).run()
+    return Walker(tree, spec, TABLE, WHY, LABELS, code, budget).run()
 
 
 # ======================================================================= wording

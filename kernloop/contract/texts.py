@@ -86,21 +86,25 @@ def _keyword_problem(k: ast.keyword, params: list[str]) -> str | None:
     return None   # any other keyword is rejected by the decorator rule
 
 
-def simulated_sources(text: str, tree: ast.Module) -> dict[int, dict[str, str | None]]:
+def simulated_sources(text: str, tree: ast.Module, first_lines=None) -> dict[int, dict[str, str | None]]:
     """first line of each decorated module-level def -> {"JIT": ..., "interpreter": ...}: the
     text Triton would take for it, worked out as Triton does (inspect.getsourcelines on the
     compiled function, then the JIT's first `def NAME(` line, the interpreter's last `def `
-    line, dedented), without executing anything."""
+    line, dedented), without executing anything. `first_lines`: only the defs starting there.
+
+    inspect is given a function object made from the compiled code (never called), as Triton
+    gives it one: for a bare code object inspect.getmodule scans all of sys.modules, per def."""
     filename = f"<kernloop-contract-{next(_COUNTER)}>"
     identity.register(filename, text)
     try:
         module_code = compile(tree, filename, "exec", dont_inherit=True)
         out = {}
         for code in module_code.co_consts:
-            if not isinstance(code, types.CodeType):
+            if not isinstance(code, types.CodeType) or (first_lines is not None
+                                                        and code.co_firstlineno not in first_lines):
                 continue
             try:
-                lines, _ = inspect.getsourcelines(code)
+                lines, _ = inspect.getsourcelines(types.FunctionType(code, {"__name__": filename}))
             except (OSError, TypeError, IndexError):
                 continue
             raw = textwrap.dedent("".join(lines))
@@ -117,7 +121,7 @@ def identity_problems(text: str, tree: ast.Module, jit: dict) -> list[tuple[int,
     """(line, reason) for every @triton.jit def whose text, as Triton would read it, is not the
     def itself."""
     exp = identity.expected(text, tree)
-    sims = simulated_sources(text, tree)
+    sims = simulated_sources(text, tree, {e.first_line for e in exp.values()})
     out = []
     for name, fn in jit.items():
         e = exp.get(name)

@@ -1,24 +1,27 @@
 """The AST walk that judges a kernel file against the contract's allow-list (contract.TABLE).
 
-`Walker(tree, spec, table, why, labels).run()` returns the reasons (construct and line). This module
-judges the module level and the @triton.jit bodies; contract_launcher.py (a mixin) the launchers.
+`Walker(tree, spec, table, why, labels).run()` returns the reasons (construct and line), or raises
+budget.TooComplex past the file's work budget. This module judges the module level and the
+@triton.jit bodies; contract/launcher.py (a mixin) the launchers, contract/infer.py their typing.
 """
 from __future__ import annotations
 
 import ast
 
+from kernloop.contract import budget as contract_budget
 from kernloop.contract import config as contract_config
 from kernloop.contract import names as contract_names
 from kernloop.contract import texts as contract_text
 from kernloop.contract.launcher import TRITON_OPTIONS, Launchers
 from kernloop.contract.nodes import JIT_NODES, dotted
-from kernloop.contract.nodes import src as _src
+from kernloop.contract.nodes import src as contract_src
 
 
 class Walker(Launchers):
     """One pass over a parsed kernel file; `run()` returns the reasons in source order."""
 
-    def __init__(self, tree: ast.Module, spec, table: dict, why: dict, labels: dict, text: str = ""):
+    def __init__(self, tree: ast.Module, spec, table: dict, why: dict, labels: dict, text: str = "",
+                 budget: contract_budget.Budget | None = None):
         self.tree, self.spec, self.reasons, self.whys, self.labels = tree, spec, [], why, labels
         self.text = text or ast.unparse(tree)
         self.n = {k: frozenset(v[2]) for k, v in table.items()}
@@ -35,7 +38,8 @@ class Walker(Launchers):
         self.math_prefixes = tuple(p + "." for p in table["jit_math_modules"][2])
         self.consts, self.modules, self.jit, self.launchers = set(), set(), {}, {}
         self.config_keys: set = set()
-        self.params, self.returns = {}, {}   # launcher -> [types per param]; -> return types
+        self.budget = budget or contract_budget.Budget()
+        self.typing_tables()
 
     def label(self, node) -> str:
         return self.labels.get(type(node).__name__, type(node).__name__)
@@ -46,7 +50,14 @@ class Walker(Launchers):
     def add(self, node, msg: str) -> None:
         self.reasons.append((getattr(node, "lineno", 0), f"line {getattr(node, 'lineno', '?')}: {msg}"))
 
+    def src(self, node) -> str:
+        """A construct's source as a reason quotes it (short); its length is charged to the budget."""
+        s = ast.unparse(node)
+        self.budget.spend(1 + len(s) // contract_budget.QUOTE_CHARS)
+        return s if len(s) <= 48 else s[:45] + "..."
+
     def run(self) -> list[str]:
+        self.budget.spend(sum(1 for _ in ast.walk(self.tree)))   # the file-level passes: linear
         head = self.config()
         self.module()
         for line, why in contract_names.problems(self.tree, self.module_names, self.import_forms,
@@ -55,15 +66,18 @@ class Walker(Launchers):
         texts = [p for fn in self.jit.values() for p in contract_text.kernel_problems(fn)]
         for line, why in texts:
             self.reasons.append((line, f"line {line}: {why}"))
+        self.jit_names = self.consts | set(self.jit) | self.n["jit_builtins"] | {"tl"} \
+            | ({p.split(".")[0] for p in self.math_prefixes} & self.modules)
         for fn in self.jit.values():
             self.jit_fn(fn)
         if not texts and self.jit and not any(d for fn in self.jit.values() for d in fn.decorator_list
                                               if self.decorator_name(d) != "triton.jit"):
+            self.budget.spend(sum(contract_budget.IDENTITY_DEF + contract_budget.IDENTITY_LINE
+                                  * (fn.end_lineno - fn.lineno + 1) for fn in self.jit.values()))
             for line, why in contract_text.identity_problems(self.text, self.tree, self.jit):
                 self.reasons.append((line, f"line {line}: {why}"))
-        self.infer_launchers()
-        for name, fn in self.launchers.items():
-            self.launcher(fn, self.env(name, fn))
+        self.launcher_tables()
+        self.judge_launchers()
         tail = []
         if not self.jit:
             tail.append("no @triton.jit kernel in the file")
@@ -141,7 +155,7 @@ class Walker(Launchers):
                 name = targets[0].id
                 bound = [name]
                 if isinstance(node, ast.AnnAssign) and dotted(node.annotation) not in ("tl.constexpr", "int", "float", "bool", "str"):
-                    self.add(node, f"annotation '{_src(node.annotation)}' of '{name}' is not in the allow-list")
+                    self.add(node, f"annotation '{self.src(node.annotation)}' of '{name}' is not in the allow-list")
                 if name != "CONFIG":
                     if node.value is None or not self.const(node.value):
                         self.add(node, f"module-level '{name}' is not a literal constant: no state "
@@ -159,7 +173,7 @@ class Walker(Launchers):
     @staticmethod
     def decorator_name(d) -> str:
         target = d.func if isinstance(d, ast.Call) else d
-        return dotted(target) or _src(target)
+        return dotted(target) or contract_src(target)
 
     def decorated(self, fn: ast.FunctionDef) -> bool:
         """True for a @triton.jit function (anything decorated is judged as one, and rejected
@@ -172,7 +186,7 @@ class Walker(Launchers):
                             "only @triton.jit")
             elif isinstance(d, ast.Call) and (d.args or any(k.arg not in allowed_kw or not (self.const(k.value) or (
                     isinstance(k.value, ast.List) and all(map(self.const, k.value.elts)))) for k in d.keywords)):
-                self.add(d, f"'@{_src(d)}': only {', '.join(sorted(allowed_kw))} with literal values")
+                self.add(d, f"'@{self.src(d)}': only {', '.join(sorted(allowed_kw))} with literal values")
         if len(fn.decorator_list) > 1:
             self.add(fn.decorator_list[1], f"'{fn.name}' has {len(fn.decorator_list)} decorators: "
                                            "a kernel has exactly one, @triton.jit")
@@ -197,7 +211,7 @@ class Walker(Launchers):
                             or (isinstance(t, ast.Tuple) and all(map(ok, t.elts)))
                             or (isinstance(t, ast.BinOp) and isinstance(t.op, ast.BitOr) and ok(t.left) and ok(t.right)))
             if not ok(ann):
-                self.add(ann, f"annotation '{_src(ann)}' is not in the allow-list (only {', '.join(sorted(allowed))})")
+                self.add(ann, f"annotation '{self.src(ann)}' is not in the allow-list (only {', '.join(sorted(allowed))})")
         return skip
 
     # ------------------------------------------------------------------ @triton.jit bodies
@@ -209,17 +223,17 @@ class Walker(Launchers):
                              f"(Triton reads every launch keyword as one){self.why(a.arg)}")
         local = {a.arg for a in fn.args.args} | {n.id for s in fn.body for n in ast.walk(s)
                                                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        names = local | self.consts | set(self.jit) | self.n["jit_builtins"] | {"tl"} \
-            | ({p.split(".")[0] for p in self.math_prefixes} & self.modules)
+        known = self.jit_names   # with `local`: the names a kernel body may read
         parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
         where = "in a @triton.jit function"
         for n in (x for s in fn.body for x in ast.walk(s)):
+            self.budget.spend()
             if id(n) in skip:
                 continue
             if not isinstance(n, JIT_NODES):
                 self.add(n, f"{self.label(n)} is not allowed {where}")
                 skip |= {id(d) for d in ast.walk(n)}   # one reason for the construct, not its parts
-            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in names:
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local and n.id not in known:
                 self.add(n, f"name '{n.id}' is not in the allow-list {where}{self.why(n.id)}")
             elif isinstance(n, ast.Name) and n.id in self.n["jit_builtins"] - local \
                     and not (isinstance(parents.get(id(n)), ast.Call) and parents[id(n)].func is n):
@@ -228,14 +242,15 @@ class Walker(Launchers):
             elif isinstance(n, ast.Attribute):
                 self.jit_attribute(n, parents)
             elif isinstance(n, ast.Subscript) and not isinstance(n.ctx, ast.Load):
-                self.add(n, f"item assignment ('{_src(n)}') is not allowed {where}")
+                self.add(n, f"item assignment ('{self.src(n)}') is not allowed {where}")
             elif isinstance(n, ast.Call):
                 f = n.func
-                if isinstance(f, ast.Name) and f.id in names and f.id not in set(self.jit) | self.n["jit_builtins"]:
+                if isinstance(f, ast.Name) and (f.id in local or f.id in known) and f.id not in self.jit \
+                        and f.id not in self.n["jit_builtins"]:
                     self.add(n, f"call of '{f.id}' is not allowed {where} (only tl.*, other "
                                 "@triton.jit functions and the listed builtins)")
                 elif not isinstance(f, (ast.Name, ast.Attribute)):
-                    self.add(n, f"call of a computed value ('{_src(f)}') is not allowed {where}")
+                    self.add(n, f"call of a computed value ('{self.src(f)}') is not allowed {where}")
             elif isinstance(n, ast.For):
                 it = dotted(n.iter.func) if isinstance(n.iter, ast.Call) else None
                 if it not in ("range", "tl.range", "tl.static_range"):
@@ -245,7 +260,7 @@ class Walker(Launchers):
         if n.attr.startswith("_"):
             return self.add(n, f"attribute '.{n.attr}' is not in the allow-list")
         if not isinstance(n.ctx, ast.Load):
-            return self.add(n, f"assignment to an attribute ('{_src(n)}') is not allowed in a @triton.jit function")
+            return self.add(n, f"assignment to an attribute ('{self.src(n)}') is not allowed in a @triton.jit function")
         path = dotted(n)
         head = (path or "").split(".")[0]
         if head in self.module_names:

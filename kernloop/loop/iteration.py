@@ -66,7 +66,7 @@ def candidate_event(n: int, ctx: ProposalContext, prop: Proposal, spec: Spec, ru
     ev["candidate_file"] = rel
     ev["candidate_sha256"] = contract.digest(raw)
     ev["candidate_config"] = contract.read_config(raw)
-    reasons = [unencodable] if unencodable else contract.check(raw, spec)
+    reasons = [unencodable] if unencodable else contract.capped(contract.check, raw, spec)
     ev["contract"] = {"ok": not reasons, "reasons": reasons, "sha256": ev["candidate_sha256"]}
     if reasons:
         ev["decision"] = {"verdict": "invalid", "promoted": False,

@@ -47,7 +47,7 @@ def check_baseline(spec) -> None:
         code = spec.baseline.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RunFolderError(f"baseline {spec.baseline}: cannot be read: {e}") from None
-    reasons = contract.check(code, spec)
+    reasons = contract.capped(contract.check, code, spec)
     if reasons:
         raise RunFolderError(f"baseline {spec.baseline} breaks the kernel contract: "
                         + "; ".join(reasons[:3]))
@@ -59,7 +59,7 @@ def judge_baseline(run_dir: Path, spec) -> str | None:
     if spec.torch_baseline:
         return None
     raw = (run_dir / "baseline.py").read_bytes()
-    reasons = contract.check(raw, spec)
+    reasons = contract.capped(contract.check, raw, spec)
     if reasons:
         raise RunFolderError(f"{run_dir / 'baseline.py'} breaks the kernel contract: "
                              + "; ".join(reasons[:3]))

@@ -355,7 +355,7 @@ def check_baseline(path: Path, d: Draft) -> dict:
                           "read them from CONFIG in the launcher (the tuner rewrites only CONFIG)")
     class _S:   # what contract.check reads of a spec
         entry, input_names = d.entry, [i["name"] for i in d.inputs]
-    reasons = contract.check(code, _S)
+    reasons = contract.capped(contract.check, code, _S)
     if reasons:
         raise OnrampError(f"--baseline {path} breaks the kernel contract: " + "; ".join(reasons[:6]))
     return cfg
