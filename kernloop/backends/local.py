@@ -29,7 +29,7 @@ CHECKER = CHECKER_DIR / "check.py"
 CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "contain.py",
                    "lockdown.py", "scratch.py", "tree.py", "clock.py", "identity.py", "source.py",
                    "timing.py", "validate.py", "sides.py", "serve.py", "pool.py", "compilewarm.py",
-                   "compileonce.py")
+                   "compileonce.py", "promotion.py")
 # what the judge imports only for --peers / --profile-kernel, staged beside it
 CHECKER_SIGHT = [CHECKER_DIR / n for n in ("sight.py", "peers.py", "kernelprofile.py", "ncu.py")]
 SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
