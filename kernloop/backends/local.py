@@ -233,7 +233,6 @@ class LocalBackend(Backend):
                                                 "--champion", "fresh" if fresh else "kept", *judge_args],
                                                self.judge_env)
         self.asked: dict[str, str] = {}   # sight id -> candidate id
-        self.sight_cache: Path | None = None   # set by the loop for the baseline job only
 
     times_peers = True
     takes_digests = True
