@@ -216,7 +216,7 @@ def open_run(args) -> Run:
     settings.validate()   # every variable the run may read, before any run folder exists
     spec, run_id, resume_events = resolve_spec(args)
     backend, backend_why = make_backend(args.backend, seed=args.seed)
-    args.close_backend = getattr(backend, "close", None)   # whatever way the run ends (run)
+    args.close_backend = backend.close   # whatever way the run ends (run)
     # The same seed on --resume: the tuner's state is rebuilt by replaying its proposals.
     proposer, proposer_note = make_proposer(args.proposer, spec, args.seed)
     # The tuner only changes numbers inside the search space: research would spend Tavily
@@ -231,7 +231,7 @@ def open_run(args) -> Run:
     log = RunLog(run_dir / "run.jsonl", run_id, backend.name, backend.synthetic)
     args.tag = "SYNTHETIC " if backend.synthetic else ""
     log_to_file(run_dir / LIBRARY_LOG)   # library logging (the LLM client, httpx): off the terminal
-    if hasattr(backend, "say"):   # the Nebius backend's progress lines (stderr)
+    if backend.say is not None:   # the Nebius backend's progress lines (stderr)
         backend.say = terminal.printer(args.tag, stream=sys.stderr)
     st = State(compulsory_bytes(spec), backend.synthetic)
     st.torch_start = spec.torch_baseline
@@ -294,15 +294,14 @@ def run_baseline(run: Run) -> None:
     st.champion_config = contract.read_config((run_dir / "baseline.py").read_bytes())
     st.champion_sha256 = judge_baseline(run_dir, spec)   # None: the torch reference
     base = None if st.torch_start else run_dir / "baseline.py"   # None: the torch reference
-    if hasattr(backend, "sight_cache") and settings.get("KERNLOOP_SIGHT_CACHE") == "1":
+    if settings.get("KERNLOOP_SIGHT_CACHE") == "1":
         backend.sight_cache = run_dir.parent / ".cache" / "sight"   # the baseline's look, reused
     sha = st.champion_sha256
     bres = evaluate_judged(backend, spec, base, base, run_dir / "jobs" / "baseline",
                            {"candidate": sha, "champion": sha},
                            configs={"candidate": st.champion_config, "champion": st.champion_config},
-                           **({"peers": True} if getattr(backend, "times_peers", False) else {}))
-    if hasattr(backend, "sight_cache"):
-        backend.sight_cache = None
+                           **({"peers": True} if backend.times_peers else {}))
+    backend.sight_cache = None
     run.log.append("baseline", candidate_id="baseline", candidate_file="baseline.py",
                    candidate_sha256=sha, candidate_config=st.champion_config, result=bres,
                    diagnosis=of_result(bres, "candidate", st.cost) if bres.get("ok") else None)

@@ -209,8 +209,9 @@ def _the_rest(result: dict, spec: dict, rest: list, check) -> None:
     """After the A/B: the other shapes checked when it may promote the candidate (pool's rule,
     the spec's bar), else named in `unchecked` (never promoted: decision.decide)."""
     from pool import may_be_promoted
+    from promotion import spec_bar
     shapes = list(dict.fromkeys(c["label"] for c in rest))
-    if not may_be_promoted(result, float(spec.get("min_gain") or 0.0)):
+    if not may_be_promoted(result, spec_bar(spec)):
         result["unchecked"] = {"shapes": shapes, "why": "its A/B cannot promote it: the shapes "
                                "other than the timed one were not compiled or checked"}
         return

@@ -23,6 +23,7 @@ import json
 import time
 
 import channel
+import promotion
 import scratch
 import sides as S
 import tree
@@ -49,16 +50,10 @@ def kernel_key(args, role: str, spec: dict) -> str:
 
 def may_be_promoted(result: dict, min_gain: float) -> bool:
     """Keep a candidate's worker for the next job only when the loop may promote it: the
-    result is ok and its mean and median beat the champion's by the spec's bar (the rule
-    sight.wants_profile applies; the loop's decision.decide has the last word). Pure."""
-    if not result.get("ok"):
-        return False
-    cand, champ = result.get("candidate") or {}, result.get("champion") or {}
-    for key in ("mean_ms", "median_ms"):
-        c, b = cand.get(key), champ.get(key)
-        if not (isinstance(c, (int, float)) and isinstance(b, (int, float)) and c < b * (1.0 - min_gain)):
-            return False
-    return True
+    result is ok and its mean and median beat the champion's by the spec's bar
+    (promotion.clears_bar, the rule decision.decide applies with its significance). Pure."""
+    return bool(result.get("ok")) and promotion.clears_bar(result.get("candidate"), result.get("champion"),
+                                                           min_gain)
 
 
 class Spare:
@@ -337,7 +332,7 @@ class WarmPool:
 
     def _settle_candidate(self, sd: S.Side, result: dict, champ) -> None:
         args, spec = self.job
-        keep = self.policy == "kept" and sd.loaded and may_be_promoted(result, float(spec.get("min_gain") or 0.0))
+        keep = self.policy == "kept" and sd.loaded and may_be_promoted(result, promotion.spec_bar(spec))
         if not keep:
             self._kill(sd)
             return

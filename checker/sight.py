@@ -16,6 +16,7 @@ import time
 try:   # as checker.sight (tests, benches) or flat beside check.py (a staged job)
     from . import kernelprofile, ncu
     from . import peers as peers_mod
+    from . import promotion
     from . import timing as timing_mod
     from . import validate as V
     from .timing import timed_call
@@ -23,6 +24,7 @@ except ImportError:
     import kernelprofile
     import ncu
     import peers as peers_mod
+    import promotion
     import timing as timing_mod
     import validate as V
     from timing import timed_call
@@ -35,18 +37,10 @@ class Preempted(Exception):
 
 def wants_profile(result: dict, always: bool, min_gain: float = 0.0) -> bool:
     """Profile the baseline and final jobs (`always`) and any candidate whose mean and median
-    both beat the champion's by more than `min_gain` (the spec's bar): the ones that may be
-    promoted; a near tie is not worth ncu's 5-8 s. Pure."""
-    if always:
-        return True
-    cand, champ = result.get("candidate") or {}, result.get("champion") or {}
-    for key in ("mean_ms", "median_ms"):
-        c, b = cand.get(key), champ.get(key)
-        if key == "median_ms" and (c is None or b is None):   # the mean alone decides then
-            continue
-        if not (c and b and c < b * (1.0 - min_gain)):
-            return False
-    return True
+    both beat the champion's by more than `min_gain` (the spec's bar, promotion.clears_bar;
+    without medians the mean alone): the ones that may be promoted; a near tie is not worth
+    ncu's 5-8 s. Pure."""
+    return always or promotion.clears_bar(result.get("candidate"), result.get("champion"), min_gain)
 
 
 def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args: list, flush, ref,
@@ -77,7 +71,7 @@ def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args:
     if isinstance((result.get("peers") or {}).get("error"), str) and stop is not None and stop():
         raise Preempted("a job is waiting for the GPU")
     if want_profile and kernel_path and wants_profile(result, want_peers or always_profile,
-                                                      float(spec.get("min_gain") or 0.0)):
+                                                      promotion.spec_bar(spec)):
         gpu_ms = (result.get("candidate") or {}).get("median_ms")
         if stop is not None and stop():
             raise Preempted("a job is waiting for the GPU")

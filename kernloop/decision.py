@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from kernloop.settings import LOOP_DEFAULTS
+from checker import promotion
 
 
 def _finite(x) -> bool:
@@ -43,11 +43,11 @@ def unchecked_shapes(result: dict | None) -> list[str]:
     return [str(x) for x in shapes] if isinstance(shapes, list) else []
 
 
-def decide(result: dict | None, min_gain: float = LOOP_DEFAULTS["min_gain"], sigma: float = LOOP_DEFAULTS["sigma"],
+def decide(result: dict | None, min_gain: float = promotion.MIN_GAIN, sigma: float = promotion.SIGMA,
            require_significance: bool = True) -> dict:
     """Promote only if the candidate is correct, its mean beats the champion's mean measured in
     the SAME job by more than min_gain, the gap exceeds sigma standard errors, and the medians
-    agree (where both are given):
+    agree (where both are given): checker/promotion.py's rule, written there once,
         cand < champ * (1 - min_gain)  and  champ - cand > sigma * sqrt(sc^2/nc + sb^2/nb)
         and  cand_median < champ_median * (1 - min_gain)
     Why the medians: a burst of slow reps on one side moves its mean and widens its spread
@@ -92,25 +92,24 @@ def _decide(result, min_gain: float, sigma: float, require_significance: bool) -
                 "reason": "timing has no spread or too few reps to judge significance", "rule": rule}
     gain = 1.0 - c / b
     threshold_ms = b * (1.0 - min_gain)
-    se = math.sqrt(sc * sc / nc + sb * sb / nb)
+    se = promotion.standard_error(sc, nc, sb, nb)
     delta = b - c
-    significant = delta > sigma * se
+    significant = promotion.significant(delta, se, sigma)
     speedup = b / c      # the candidate's speed as a multiple of the champion's (2.20x, 0.15x)
     rule.update({"cand_mean_ms": c, "champ_mean_ms": b, "gain": gain, "speedup": speedup, "threshold_ms": threshold_ms,
                  "delta_ms": delta, "significance_ms": sigma * se, "significant": significant,
                  "n": min(nc, nb)})
-    beats = c < threshold_ms
+    beats = promotion.beats(c, b, min_gain)
     cm, bm = cand.get("median_ms"), champ.get("median_ms")
-    median_beats = None
-    if _finite(cm) and _finite(bm) and cm > 0 and bm > 0:
-        median_beats = cm < bm * (1.0 - min_gain)
+    median_beats = promotion.beats(cm, bm, min_gain)   # None: not both given, the mean alone decides
+    if median_beats is not None:
         rule.update(median_gain=1.0 - cm / bm, median_beats=median_beats)
     if beats and median_beats is False:
         return {"verdict": "rejected", "promoted": False, "rule": rule,
                 "reason": f"{speedup:.2f}x the champion in the means ({c:.4f} vs {b:.4f} ms) but "
                           f"not in the medians ({cm:.4f} vs {bm:.4f} ms): the {min_gain:.0%} bar "
                           f"rests on a burst of slow reps"}
-    if beats and (significant or not require_significance):
+    if promotion.promotes(beats, median_beats, significant, require_significance):
         return {"verdict": "promoted", "promoted": True,
                 "reason": f"{speedup:.2f}x the champion ({c:.4f} vs {b:.4f} ms), beats the {min_gain:.0%} bar "
                           f"and {sigma:g} sigma ({sigma * se:.4f} ms)", "rule": rule}

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from checker import promotion
 from kernloop.errors import KernLoopError
 
 NONE_WORDS = ("none", "default")   # for variables where the server's own default may be asked for
@@ -79,9 +80,10 @@ class Var:
 
 
 # A spec's `loop:` keys when it leaves them out: the one table of the loop's defaults (spec.py
-# fills them in; decision.decide's keyword defaults are these).
-LOOP_DEFAULTS = {"iterations": 30, "min_gain": 0.02, "research_after": 3, "patience": 0, "sigma": 2.0,
-                 "parallel": 1}
+# fills them in). The promotion bar's two are the checker's (checker/promotion.py), where the rule
+# is written and decision.decide takes its keyword defaults.
+LOOP_DEFAULTS = {"iterations": 30, "min_gain": promotion.MIN_GAIN, "research_after": 3, "patience": 0,
+                 "sigma": promotion.SIGMA, "parallel": 1}
 
 LLM_BASE_URL = "https://integrate.api.nvidia.com/v1"
 LLM_MODEL = "nvidia/nemotron-3-super-120b-a12b"

@@ -1,4 +1,5 @@
-"""Local backend: bytecode caching for checker children; one GPU per job under --parallel."""
+"""Backends: bytecode caching for checker children; one GPU per job under --parallel; the
+capabilities each declares on the base Backend (never probed for)."""
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,50 @@ def test_candidate_and_champion_are_timed_in_one_process_on_one_gpu(tmp_path):
     assert "CUDA_VISIBLE_DEVICES" not in b.command(f, None)[1]   # --parallel 1: as before
     res = b.evaluate(spec, spec.baseline, spec.baseline, tmp_path / "job2", slot="3")
     assert res["backend_meta"]["cuda_visible_devices"] == "3"     # recorded with the result
+
+
+# ---------------------------------------------------------------- capabilities, declared on the base
+
+def test_the_base_declares_a_backend_that_can_do_nothing_more(tmp_path):
+    """Every capability the loop reads has its default on Backend: one job at a time, no peers,
+    no digests, no second look after the decision, nothing to say, stop or close."""
+    from kernloop.backends.local import Backend
+    b = Backend()
+    assert (b.times_peers, b.takes_digests, b.sight_after) == (False, False, False)
+    assert b.sight_cache is None and b.say is None
+    assert b.slots(4) == ["worker0"] and b.landed() == []
+    assert b.second_look(None, tmp_path / "k.py", "it0001", tmp_path, {}) is False
+    assert b.interrupt() is None and b.close() is None
+
+
+def test_each_backend_overrides_what_it_has():
+    from types import SimpleNamespace
+    import nebius_jobs as nj
+    from kernloop.backends.local import Backend, LocalBackend, SyntheticBackend
+    from kernloop.backends.ray import RayBackend
+    cold, warm = LocalBackend(judge="cold", mode="interpret"), LocalBackend(judge="warm", mode="interpret")
+    assert cold.times_peers and cold.takes_digests and not cold.sight_after
+    assert warm.sight_after and warm.landed() == []   # no judge started, nothing asked
+    synth = SyntheticBackend()
+    assert synth.takes_digests and not synth.times_peers and not synth.sight_after and synth.say is None
+    fake_ray = SimpleNamespace(remote=lambda fn: SimpleNamespace(options=lambda **kw: None))
+    summary = {"gpus": 1, "nodes": 1}
+    assert RayBackend(fake_ray, "gpu", None, summary, {}).times_peers
+    ray_synth = RayBackend(fake_ray, "synthetic", None, summary, {})
+    assert not ray_synth.times_peers and not ray_synth.takes_digests and ray_synth.slots(2) == ["ray0", "ray1"]
+    gpu = nj.NebiusBackend(nj.settings_from_env({}), say=lambda m: None)
+    plain = nj.NebiusBackend(nj.settings_from_env({"KERNLOOP_NEBIUS_CHECK_MODE": "interpret"}))
+    assert gpu.times_peers and not plain.times_peers and plain.say is not None   # Nebius speaks
+    assert not gpu.sight_after and gpu.landed() == []
+    assert all(issubclass(c, Backend) for c in (LocalBackend, SyntheticBackend, RayBackend, nj.NebiusBackend))
+
+
+def test_the_loop_reads_capabilities_and_never_probes_a_backend_for_them():
+    """`hasattr(backend, ...)` / `getattr(backend, "...", default)` is gone: a new capability is
+    declared on Backend (kernloop/backends/local.py) with its default, never probed for."""
+    import re
+    root = Path(__file__).resolve().parent.parent
+    probe = re.compile(r"\b(?:hasattr|getattr)\(\s*(?:self\.)?backend\b")
+    files = [root / "orchestrator.py", root / "nebius_jobs.py", *sorted((root / "kernloop").rglob("*.py"))]
+    assert [f"{p.relative_to(root)}:{i}" for p in files
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if probe.search(line)] == []

@@ -35,7 +35,7 @@ FAST = {"KERNLOOP_NEBIUS_CHECK_MODE": "interpret", "KERNLOOP_NEBIUS_POLL_S": "0.
 INJECTED = ("check.py", "spec.json", "candidate.py", "champion.py", "kernloop_entry.py", "judge.py",
             "worker.py", "ab.py", "channel.py", "contain.py", "identity.py", "timing.py", "validate.py",
             "lockdown.py", "scratch.py", "tree.py", "clock.py", "source.py", "sides.py", "serve.py", "pool.py",
-            "compilewarm.py", "compileonce.py",
+            "compilewarm.py", "compileonce.py", "promotion.py",
             "sight.py", "peers.py", "kernelprofile.py", "ncu.py")   # the second look's, too
 
 

@@ -2,10 +2,11 @@
 backend that takes it after the decision; one `sight` event per answer, after the iteration it
 belongs to; a landed profile joins the champion's standing (what the prompt reads) and a resumed
 run rebuilds the same; the page shows it on the promoted card, and says why when it was dropped.
-The backend here is a stand-in with the LocalBackend's two methods (the real one: tests/
+The backend here is a stand-in that overrides the base Backend's second look (the real one: tests/
 test_warm_judge.py)."""
 from pathlib import Path
 
+from kernloop.backends.local import Backend
 from kernloop.loop import secondlook
 from kernloop.loop.state import State
 from kernloop.view import pageview
@@ -21,7 +22,7 @@ PROFILE = {"candidate": {"kernels": [{"name": "_matmul_kernel", "regs_per_thread
                          "ncu": {"ok": False, "skipped": True, "error": "ncu is not on PATH"}}}
 
 
-class After:
+class After(Backend):
     """A backend that takes the second look after the decision and answers when told."""
     sight_after = True
 
@@ -56,9 +57,10 @@ def test_asked_only_for_a_promotion_of_a_backend_that_looks_after(tmp_path):
     rejected = {**ev, "decision": {**ev["decision"], "promoted": False, "verdict": "rejected"}}
     assert not secondlook.ask(b, SPEC, rejected, tmp_path)
 
-    class Inside:   # the cold path and the synthetic backend: no second look after the decision
+    class Inside(Backend):   # the cold path and the synthetic backend: no second look after the decision
         pass
     assert not secondlook.ask(Inside(), SPEC, ev, tmp_path) and len(b.asked) == 1
+    assert secondlook.join(Inside(), None, None) == []   # the base lands nothing: nothing logged
 
 
 def test_a_landed_look_is_logged_after_its_iteration_and_joins_the_standing(tmp_path):

@@ -13,6 +13,7 @@ import shutil
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
 import checker
 from kernloop.backends import perfmodel
@@ -28,7 +29,7 @@ CHECKER = CHECKER_DIR / "check.py"
 CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "contain.py",
                    "lockdown.py", "scratch.py", "tree.py", "clock.py", "identity.py", "source.py",
                    "timing.py", "validate.py", "sides.py", "serve.py", "pool.py", "compilewarm.py",
-                   "compileonce.py")
+                   "compileonce.py", "promotion.py")
 # what the judge imports only for --peers / --profile-kernel, staged beside it
 CHECKER_SIGHT = [CHECKER_DIR / n for n in ("sight.py", "peers.py", "kernelprofile.py", "ncu.py")]
 SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
@@ -114,10 +115,25 @@ def parse_child(out, backend: str, synthetic: bool, log_path: Path | None) -> di
 
 
 class Backend:
+    """What a backend can do, declared once here (the loop reads these, never probes for them):
+    every backend derives from this class and overrides what it has; the defaults are a backend
+    that times one job at a time and can do nothing more."""
     name = "base"
     synthetic = False
-    times_peers = False   # evaluate(..., peers=True) times the spec's peers in the same job
-    takes_digests = False   # evaluate(..., digests={side: sha256}) hands them to the judge
+    # evaluate(..., peers=True) times the spec's peers in the same job (Local, Ray on a GPU, Nebius
+    # unless its checker runs in plain interpret mode)
+    times_peers: bool = False
+    # evaluate(..., digests={side: sha256}) hands them to the judge, which refuses other bytes
+    takes_digests: bool = False
+    # the second look (profile, ncu) is asked after the decision (second_look, landed), not taken
+    # inside the job (LocalBackend with the warm judge)
+    sight_after: bool = False
+    # where the judge keeps the baseline's second look between runs (checker --sight-cache): set by
+    # the loop for the baseline job only; None: no cache. Read only by LocalBackend.
+    sight_cache: Path | None = None
+    # where the backend's own progress lines go (the run points it at its terminal printer); None:
+    # a backend that says nothing while it waits (only Nebius speaks)
+    say: Callable[[str], None] | None = None
 
     def describe(self) -> dict:
         return {"backend": self.name, "device": self.device, "synthetic": self.synthetic}
@@ -136,6 +152,18 @@ class Backend:
 
     def close(self) -> None:
         """The run is over: let go of whatever the backend keeps between jobs."""
+
+    def interrupt(self) -> None:
+        """Ctrl-C: jobs waited on in other threads stop now (no-op: nothing to stop early)."""
+
+    def second_look(self, spec, path: Path, candidate_id: str, workdir: Path, result: dict) -> bool:
+        """Ask for a promoted candidate's second look after its decision (where `sight_after`);
+        False: nothing was asked."""
+        return False
+
+    def landed(self) -> list[dict]:
+        """Second looks that came back since the last call: {candidate_id, status, result}."""
+        return []
 
     def evaluate_batch(self, spec, candidates: list[tuple[str, Path]], champion: Path,
                        workdir: Path, slot: str | None = None) -> list[dict]:
@@ -205,7 +233,6 @@ class LocalBackend(Backend):
                                                 "--champion", "fresh" if fresh else "kept", *judge_args],
                                                self.judge_env)
         self.asked: dict[str, str] = {}   # sight id -> candidate id
-        self.sight_cache: Path | None = None   # set by the loop for the baseline job only
 
     times_peers = True
     takes_digests = True

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernloop.backends.local import Backend
 from kernloop.loop.iteration import evaluate_judged
 from kernloop.standing import briefing
 from kernloop.standing.diagnosis import of_result
 
 
-def final_job(st, spec, backend, run_dir: Path, log, stopped: str) -> dict | None:
+def final_job(st, spec, backend: Backend, run_dir: Path, log, stopped: str) -> dict | None:
     """Time the final champion once more beside its peers (and profile it) in one job, where the
     backend times peers and a promotion happened (the baseline's own job timed them already).
     Logged as the `final` event; its failure only loses the comparison."""
-    if not getattr(backend, "times_peers", False) or st.champion_id == "baseline" \
+    if not backend.times_peers or st.champion_id == "baseline" \
             or stopped in ("interrupted", "baseline_failed"):
         return None
     path = run_dir / st.champion_file

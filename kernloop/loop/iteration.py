@@ -79,7 +79,7 @@ def evaluate_judged(backend: Backend, spec, candidate, champion, workdir, judged
     """backend.evaluate of judged files: the hashes the contract judged go to the judge where the
     backend can hand them on (it refuses other bytes), and the result is held to them in every
     case (decision.same_bytes: the judge reports the hash of what it read and ran)."""
-    if getattr(backend, "takes_digests", False):
+    if backend.takes_digests:
         kw["digests"] = judged
     return decision.same_bytes(backend.evaluate(spec, candidate, champion, workdir, **kw), judged)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kernloop import decision
-from kernloop.backends.local import failed_result
+from kernloop.backends.local import Backend, failed_result
 from kernloop.loop.iteration import evaluate_judged
 from kernloop.propose.proposer import Proposal
 
@@ -181,7 +181,7 @@ def in_daemon_thread(fn, *args) -> Future:
     return f
 
 
-def _evaluate(backend, spec, job: Job, run_dir: Path) -> list[dict]:
+def _evaluate(backend: Backend, spec, job: Job, run_dir: Path) -> list[dict]:
     """Run one job; a crash of the worker becomes a failed result for each of its candidates."""
     champ = run_dir / job.champion_file if job.champion_file else None
     workdir = run_dir / "jobs" / job.id
@@ -210,7 +210,7 @@ def _timing(res: dict, side: str):
 
 
 class Driver:
-    def __init__(self, fl: Flight, hooks: Hooks, proposer, inline: bool, backend, spec,
+    def __init__(self, fl: Flight, hooks: Hooks, proposer, inline: bool, backend: Backend, spec,
                  run_dir: Path, budget: int, min_gain: float, sigma: float):
         self.fl, self.h, self.proposer, self.inline = fl, hooks, proposer, inline
         self.backend, self.spec, self.run_dir, self.budget = backend, spec, run_dir, budget
@@ -269,9 +269,7 @@ class Driver:
             jobs = [f for f, what in futures.items() if what[0] == "job"]
             if jobs:
                 h.say(f"kernloop: stopping {len(jobs)} job(s) in flight")
-                stop_jobs = getattr(self.backend, "interrupt", None)
-                if callable(stop_jobs):
-                    stop_jobs()
+                self.backend.interrupt()
                 wait(jobs, timeout=INTERRUPT_GRACE_S)
             raise
         finally:
@@ -395,8 +393,8 @@ def _order(what) -> tuple:
     return (1, what[1])
 
 
-def run_many(st, proposer, inline: bool, backend, spec, run_dir: Path, parallel: int, batch: int,
-             budget: int, min_gain: float, sigma: float, record, stop, say, context,
+def run_many(st, proposer, inline: bool, backend: Backend, spec, run_dir: Path, parallel: int,
+             batch: int, budget: int, min_gain: float, sigma: float, record, stop, say, context,
              prepare, idle=None) -> None:
     """The loop with several candidates in flight, on the orchestrator's State `st` (seen,
     champion_id, champion_file); `inline` runs the proposer in this thread (the tuner); `stop`
@@ -417,10 +415,9 @@ def run_many(st, proposer, inline: bool, backend, spec, run_dir: Path, parallel:
            spec, run_dir, budget, min_gain, sigma).run()
 
 
-def workers(backend, k: int) -> list[str]:
+def workers(backend: Backend, k: int) -> list[str]:
     """The evaluation workers (slot names) a backend offers for K in flight."""
-    slots = getattr(backend, "slots", None)
-    return list(slots(k)) if callable(slots) else ["worker0"]
+    return list(backend.slots(k))
 
 
 def missing_numbers(seen: set[int]) -> tuple[list[int], int]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernloop.backends.local import Backend
 from kernloop.standing.diagnosis import of_result
 
 
-def ask(backend, spec, ev: dict, run_dir: Path) -> bool:
+def ask(backend: Backend, spec, ev: dict, run_dir: Path) -> bool:
     """After a promotion is logged: ask for its second look where the backend takes it after
     the decision (LocalBackend with the warm judge). False: nothing was asked."""
-    if not getattr(backend, "sight_after", False) or not (ev.get("decision") or {}).get("promoted") \
+    if not backend.sight_after or not (ev.get("decision") or {}).get("promoted") \
             or not ev.get("candidate_file"):
         return False
     return bool(backend.second_look(spec, Path(run_dir) / ev["candidate_file"], ev["candidate_id"],
@@ -44,14 +45,11 @@ def event_fields(s: dict, promoted: dict, cost) -> dict:
     return fields
 
 
-def join(backend, log, st) -> list[dict]:
+def join(backend: Backend, log, st) -> list[dict]:
     """Log every second look that came back since the last call and join a landed one to the
     state (st.see) when its candidate is still the champion. Returns the events written."""
-    landed = getattr(backend, "landed", None)
-    if not callable(landed):
-        return []
     out = []
-    for s in landed():
+    for s in backend.landed():
         fields = event_fields(s, st.promoted.get(s["candidate_id"], {}), st.cost)
         out.append(log.append("sight", **fields))
         st.see(fields)
