@@ -48,8 +48,8 @@ COMMANDS = """commands:
   run      (the default) optimize a spec's kernel: propose, check, promote
   new      write specs/NAME.yaml from a function or a KernelBench problem
   check    one kernel file through the contract and the full checker
-  page     re-render a run's page and the runs index (also: python page.py)
-`python orchestrator.py COMMAND --help` for a command's options."""
+  page     re-render a run's page and the runs index
+`python orchestrator.py COMMAND --help` (or `kernloop COMMAND --help`) for a command's options."""
 
 
 def parse_args(argv=None):

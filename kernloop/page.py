@@ -1,9 +1,9 @@
 """The trajectory page: one run folder's JSONL log rendered into one self-contained HTML file.
 
-    python page.py RUN_DIR                         re-render RUN_DIR/trajectory.html
-    python page.py RUNS_DIR --index                render every run under RUNS_DIR and RUNS_DIR/index.html
-    python page.py RUN_DIR --index                 re-render the run, then the index of its parent folder
-    python page.py --screenshot RUN_DIR out.png    re-render, then screenshot it with headless Chromium
+    python orchestrator.py page RUN_DIR                         re-render RUN_DIR/trajectory.html
+    python orchestrator.py page RUNS_DIR --index                render every run under RUNS_DIR and RUNS_DIR/index.html
+    python orchestrator.py page RUN_DIR --index                 re-render the run, then the index of its parent folder
+    python orchestrator.py page --screenshot RUN_DIR out.png    re-render, then screenshot it with headless Chromium
 
 The page is built from `run.jsonl` ALONE plus the files it names inside the run folder
 (`baseline.py`, `candidates/<id>.py`, `candidates/<id>.prompt.txt` / `.response.txt`). Inline CSS,
@@ -146,7 +146,7 @@ def render_run(run_dir: Path) -> Path:
                 + "<title>KernLoop run: page error</title>"
                 "<body style='font:14px system-ui,sans-serif;margin:24px'><h1>The trajectory page failed to render</h1>"
                 f"<p>The run itself is unaffected; its log is <code>{escape(LOG_NAME)}</code>. "
-                "Re-render with <code>python page.py RUN_DIR</code> once fixed.</p>"
+                "Re-render with <code>python orchestrator.py page RUN_DIR</code> once fixed.</p>"
                 f"<pre>{escape(traceback.format_exc())}</pre>")
     _atomic_write(out, html)
     return out
@@ -241,7 +241,7 @@ def screenshot(html_path: Path, png_path: Path, width: int = 1400, height: int =
 
 
 def main(argv=None) -> int:
-    ap = ArgParser(prog="page.py", description="Render KernLoop trajectory pages.")
+    ap = ArgParser(prog="orchestrator.py page", description="Render KernLoop trajectory pages.")
     ap.add_argument("paths", nargs="*", help="RUN_DIR (or RUNS_DIR with --index); with --screenshot: RUN_DIR OUT.png")
     ap.add_argument("--index", action="store_true", help="also (or only, for a runs folder) write the runs index")
     ap.add_argument("--screenshot", action="store_true", help="render RUN_DIR, then screenshot it to OUT.png")
@@ -261,7 +261,7 @@ def main(argv=None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
         return 0
-    if not a.paths:                       # plain `python page.py`: every run under ./runs and its index
+    if not a.paths:                       # plain `python orchestrator.py page`: every run under ./runs and its index
         a.paths, a.index = ["runs"], True
     paths = [Path(p) for p in a.paths]
     for p in paths:
