@@ -23,6 +23,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from kernloop import page  # noqa: E402
 from kernloop.loop import terminal  # noqa: E402
 from browser import Browser  # noqa: E402
+from columns import too_wide  # noqa: E402
 from checker.validate import make_inputs, reference_callable  # noqa: E402
 from loopback_openai import LoopbackOpenAI, error, reply  # noqa: E402
 from kernloop.spec import load_spec  # noqa: E402
@@ -89,7 +90,7 @@ def test_real_level1_problems_with_expressions_become_specs_that_load(kb):
     d, _, _, runs = kb
     for name, p in runs.items():
         assert p.returncode == 0, (name, p.stderr)
-        assert all(len(ln) <= WIDTH for ln in p.stdout.splitlines()), p.stdout
+        assert too_wide(p.stdout.splitlines(), WIDTH) == [], p.stdout
     mm = load_spec(d / "kb1.yaml")   # `N = 2048 * 2`: a symbol of its value, drawn as torch.rand
     assert [i["shape"] for i in mm.inputs] == [["N", "N"], ["N", "N"]] and mm.shapes[0] == {"N": 4096}
     assert {i["dist"] for i in mm.inputs} == {"rand"} and mm.cost["flops"] == "2*N**3"
@@ -219,7 +220,7 @@ def test_an_llm_run_that_stops_on_a_fatal_error(tmp_path):
         p = cli("--spec", spec, "--backend", "synthetic", "--iterations", "3", "--out", tmp_path / "runs", env=env)
     assert p.returncode == 1, p.stderr
     out = p.stdout.splitlines() + p.stderr.splitlines()
-    long = [ln for ln in out if len(ln) > WIDTH and not ln.startswith("error: ")]   # error: is one line
+    long = [ln for ln in too_wide(out, WIDTH) if not ln.startswith("error: ")]   # error: is one line
     assert out and long == [], long
     assert all("SYNTHETIC" in ln for ln in out if ln), out
     assert not [ln for ln in out if "HTTP Request" in ln or "nemotron proposal" in ln]
@@ -240,7 +241,7 @@ def test_an_llm_run_that_stops_on_a_fatal_error(tmp_path):
 
 def test_help_names_every_command():
     p = cli("--help")
-    assert p.returncode == 0 and all(len(ln) <= WIDTH for ln in p.stdout.splitlines())
+    assert p.returncode == 0 and too_wide(p.stdout.splitlines(), WIDTH) == []
     for command in ("\n  new ", "\n  check ", "--resume"):
         assert command in p.stdout, command
 
@@ -249,7 +250,7 @@ def test_check_prints_within_120_columns_and_writes_its_json_where_asked(tmp_pat
     p = cli("check", "--spec", "specs/softmax.yaml", "specs/softmax_naive.py", "--backend", "synthetic",
             "--json", tmp_path / "verdict.json")
     assert p.returncode == 0, p.stderr
-    assert all(len(ln) <= WIDTH for ln in p.stdout.splitlines()), p.stdout
+    assert too_wide(p.stdout.splitlines(), WIDTH) == [], p.stdout
     assert p.stdout.splitlines()[-1] == "SYNTHETIC verdict: CORRECT"
     import json
     v = json.loads((tmp_path / "verdict.json").read_text())

@@ -482,9 +482,12 @@ def main(argv) -> int:
     except Exception as e:   # noqa: BLE001 - a problem no rule foresaw: still one line, nothing left
         raise OnrampError(f"new: cannot write a spec from {args.from_kernelbench or args.source}: "
                           f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
-    print(f"wrote {path}")
+    # Each path and command stands alone on its line, to copy whatever its length (#47).
+    print("wrote the spec and its reference:" if d.write_file else "wrote the spec:")
+    print(f"  {path}")
     if d.write_file:
-        print(f"wrote {spec_dir / d.write_file}")
-    print(f"next: python orchestrator.py check --spec {path} KERNEL.py")
-    print(f"  or: python orchestrator.py --spec {path}")
+        print(f"  {spec_dir / d.write_file}")
+    print("next, check a kernel against it, or run the loop on it:")
+    print(f"  python orchestrator.py check --spec {path} KERNEL.py")
+    print(f"  python orchestrator.py --spec {path}")
     return 0
