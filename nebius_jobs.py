@@ -16,6 +16,7 @@ The CLI itself (what is verified about it, one call, its output) is nebius_cli.p
 """
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import secrets
@@ -37,6 +38,7 @@ MAX_INJECT_BYTES = 64 * 1024          # --inject-file limit (verified)
 CONTAINER_DIR = "/kernloop"           # absolute, as --inject-file requires
 ENTRY = "kernloop_entry.py"
 ENTRY_SOURCE = Path(__file__).resolve().parent / "checker" / "nebius_entry.py"
+LOG_READS = 3                         # the fewest reads of a job's logs before they count as empty
 MAX_GET_FAILURES = 5                  # consecutive failed `get` calls before giving up
 
 # ---------------------------------------------------------------- small pure helpers
@@ -254,10 +256,11 @@ class NebiusBackend(Backend):
     def _read_logs(self, job: _Job, want_result: bool, marker: str = MARKER) -> tuple[str, str]:
         """(log text, problem). Logs can be empty for a while, and may trail the final state:
         re-read for a bounded time until they hold a result line (or, when none is expected,
-        until they hold anything)."""
+        until they hold anything). At least LOG_READS reads whatever the clock says, so a slow
+        `nebius` call on a busy host cannot use up the wait in one read."""
         deadline = time.monotonic() + job.settings.log_wait_s
         text, problem = "", "the job's logs were empty"
-        while True:
+        for reads in itertools.count(1):
             out = self._cli(job, ["ai", "job", "logs", job.id])
             if out.ok:
                 text = out.stdout + ("\n" + out.stderr if out.stderr.strip() else "")
@@ -268,8 +271,8 @@ class NebiusBackend(Backend):
                            else f"no {marker.strip()} line in the job's logs")
             else:
                 problem = f"`nebius ai job logs` failed ({out.why()})"
-            if time.monotonic() >= deadline:
-                return text, f"{problem} (re-read for {job.settings.log_wait_s:g} s)"
+            if reads >= LOG_READS and time.monotonic() >= deadline:
+                return text, f"{problem} (read {reads} times over {job.settings.log_wait_s:g} s)"
             time.sleep(job.settings.poll_s)
 
     # -- evaluate
