@@ -25,7 +25,10 @@ CHROMIUM = find_chromium()
 NO_CHROMIUM = "Chromium is not installed (apt-get install chromium; .ci/run installs it)"
 # CI can insist: with KERNLOOP_REQUIRE_CHROMIUM=1 a missing Chromium fails instead of skipping.
 REQUIRE_CHROMIUM = os.environ.get("KERNLOOP_REQUIRE_CHROMIUM", "") not in ("", "0")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None and not REQUIRE_CHROMIUM, reason=NO_CHROMIUM)
+
+def needs_chromium(test):
+    """Marked `browser`; skipped without Chromium unless CI requires it."""
+    return pytest.mark.browser(pytest.mark.skipif(CHROMIUM is None and not REQUIRE_CHROMIUM, reason=NO_CHROMIUM)(test))
 
 
 def chromium_or_fail() -> str:

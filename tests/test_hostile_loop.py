@@ -20,6 +20,8 @@ from tests import hostile_cases as H
 from tests.loopback_openai import LoopbackOpenAI, reply
 from tests.test_nemotron_e2e import _baseline_code, _child_env, _with_config
 
+pytestmark = [pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -10,8 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.loopback_openai import LoopbackOpenAI, error, reply
 from tests.test_nemotron_e2e import _baseline_code, _child_env, _with_config
+
+pytestmark = [pytest.mark.llm]
 
 ROOT = Path(__file__).resolve().parents[1]
 

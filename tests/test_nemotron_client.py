@@ -39,6 +39,8 @@ CHAMPION = '''import torch
 import triton
 import triton.language as tl
 
+pytestmark = [pytest.mark.llm]
+
 CONFIG = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_warps=4, num_stages=3)
 
 

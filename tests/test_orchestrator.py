@@ -18,6 +18,8 @@ from kernloop.spec import load_spec
 from tests.scripted_proposer import Scripted
 from kernloop.trajectory import read_events
 
+pytestmark = [pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parent.parent
 NO_LLM = {k: v for k, v in os.environ.items()
           if not k.startswith(("KERNLOOP_LLM", "TAVILY", "NVIDIA_API"))}

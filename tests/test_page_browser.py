@@ -17,6 +17,8 @@ from pagekit import (ARTIFACTS, ROOT, chromium_or_fail, copy_sample, make_hostil
 from pagekit import strict_templates  # noqa: E402,F401 - autouse: pages render with strict templates
 from kernloop import page  # noqa: E402
 
+pytestmark = [pytest.mark.browser]
+
 
 # ----------------------------------------------------------------------------- in a real browser
 

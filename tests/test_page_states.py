@@ -22,7 +22,10 @@ from kernloop.trajectory import RunLog, end_run, read_events  # noqa: E402
 SAMPLE = ROOT / "tests" / "fixtures" / "sample_run"
 EXAMPLE = ROOT / "runs" / "example"
 ARTIFACTS = Path(os.environ.get("KERNLOOP_TEST_ARTIFACTS", ROOT / "test-artifacts"))
-needs_chromium = pytest.mark.skipif(find_chromium() is None and not REQUIRE_CHROMIUM, reason=NO_CHROMIUM)
+
+def needs_chromium(test):
+    """Marked `browser`; skipped without Chromium unless CI requires it."""
+    return pytest.mark.browser(pytest.mark.skipif(find_chromium() is None and not REQUIRE_CHROMIUM, reason=NO_CHROMIUM)(test))
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from columns import too_wide
 from kernloop.trajectory import read_events
+
+pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_LLM = {k: v for k, v in os.environ.items()

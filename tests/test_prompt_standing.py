@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
@@ -28,6 +30,8 @@ from kernloop.standing.diagnosis import compulsory_bytes  # noqa: E402
 from loopback_openai import LoopbackOpenAI, reply  # noqa: E402
 from kernloop.propose.proposer import ProposalContext  # noqa: E402
 from kernloop.spec import load_spec  # noqa: E402
+
+pytestmark = [pytest.mark.llm]
 
 SPEC = load_spec(ROOT / "specs" / "softmax.yaml")
 KERNEL = kernel_summary("_softmax_kernel", 32, 0, 0, 8, (4096, 1, 1), SM_LIMITS[(9, 0)], 132)

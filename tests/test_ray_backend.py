@@ -20,6 +20,8 @@ ray = pytest.importorskip("ray")
 
 from kernloop.trajectory import read_events  # noqa: E402
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parent.parent
 SYNTH = {"KERNLOOP_RAY_MODE": "synthetic"}
 

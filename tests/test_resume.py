@@ -14,6 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = [pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = [sys.executable, str(ROOT / "orchestrator.py")]
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("KERNLOOP_", "TAVILY", "NVIDIA_API"))}

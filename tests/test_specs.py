@@ -29,6 +29,8 @@ from kernloop.propose import tuner  # noqa: E402
 from kernloop.backends.resultline import parse_result_line  # noqa: E402
 from shipped import SHIPPED_SPECS, shipped_spec_paths  # noqa: E402
 
+pytestmark = [pytest.mark.slow]
+
 SPECS = ROOT / "specs"
 NEW_SPECS = ["softmax", "rmsnorm", "gemv", "layernorm", "matmul_bias_gelu"]
 N_RANDOM_CONFIGS = 3

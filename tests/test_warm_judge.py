@@ -23,6 +23,8 @@ from kernloop.spec import load_spec
 from tests.hostile_cases import CASES, FAULTS, expected_in
 from kernloop.trajectory import read_events
 
+pytestmark = [pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = load_spec(ROOT / "specs" / "matmul.yaml")
 BASE = SPEC.baseline.read_text()
