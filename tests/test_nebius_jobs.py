@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,9 +28,12 @@ from kernloop.settings import SettingsError  # noqa: E402
 from kernloop.trajectory import read_events  # noqa: E402
 
 SPEC = ROOT / "specs" / "matmul.yaml"
+# The stand-in's `create` runs the container before it returns, so a busy host's slow container
+# would pass for a stuck CLI under a short timeout: waits and CLI calls get 10 minutes here, and
+# the tests of giving up set their own wait.
 FAST = {"KERNLOOP_NEBIUS_CHECK_MODE": "interpret", "KERNLOOP_NEBIUS_POLL_S": "0.05",
-        "KERNLOOP_NEBIUS_LOG_WAIT_S": "0.5", "KERNLOOP_NEBIUS_WAIT_S": "120",
-        "KERNLOOP_NEBIUS_CLI_TIMEOUT_S": "120"}
+        "KERNLOOP_NEBIUS_LOG_WAIT_S": "0.5", "KERNLOOP_NEBIUS_WAIT_S": "600",
+        "KERNLOOP_NEBIUS_CLI_TIMEOUT_S": "600"}
 INJECTED = ("check.py", "spec.json", "candidate.py", "champion.py", "kernloop_entry.py", "judge.py",
             "worker.py", "ab.py", "channel.py", "contain.py", "identity.py", "timing.py", "validate.py",
             "lockdown.py", "scratch.py", "tree.py", "clock.py", "source.py", "sides.py", "serve.py", "pool.py",
@@ -147,12 +149,12 @@ def test_completed_without_a_result_line_rereads_logs_then_fails_naming_the_job(
 def test_over_the_time_limit_the_job_is_cancelled_and_reported(fake, monkeypatch):
     fake.scenario("hang")
     monkeypatch.setenv("KERNLOOP_NEBIUS_WAIT_S", "0.8")
-    t0 = time.monotonic()
     res, said = evaluate(fake)
-    assert time.monotonic() - t0 < 60   # well before the default wait (KERNLOOP_NEBIUS_WAIT_S)
     job_id = res["backend_meta"]["job_id"]
-    assert_backend_failure(res, f"gave up on job {job_id}", "still RUNNING",
-                           "KERNLOOP_NEBIUS_WAIT_S=0.8", "cancel requested")
+    assert_backend_failure(res, f"gave up on job {job_id}", "KERNLOOP_NEBIUS_WAIT_S=0.8", "cancel requested")
+    # the state it was last seen in: how far the walk got in 0.8 s depends on the host's load
+    last_seen = [s for _, s in res["backend_meta"]["states"] if s not in ("CANCELLING", "CANCELLED")][-1]
+    assert last_seen in ("PROVISIONING", "STARTING", "RUNNING") and f"still {last_seen} after" in res["error"]
     calls = [c["argv"] for c in fake.calls()]
     assert ["ai", "job", "cancel", "--id", job_id] in calls
     assert res["backend_meta"]["states"][-1][1] == "CANCELLED"
