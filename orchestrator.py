@@ -319,8 +319,8 @@ def run_baseline(run: Run) -> None:
     st.baseline_mean = st.champion_profile.get("mean_ms")
     st.stand(bres)
     run.say(baseline_line(bres, spec, backend.synthetic, torch=st.torch_start))
-    for text in briefing.peers_lines((st.peers_block or {}).get("peers"), None,
-                                     (st.peers_block or {}).get("skipped")):
+    pb = st.peers_block or {}
+    for text in briefing.peers_lines(pb.get("peers"), None, pb.get("skipped"), pb.get("best")):
         run.say(text)
 
 
