@@ -78,13 +78,16 @@ def liger_namespace():
 def quack_namespace():
     """(QuACK's forward functions under short names, None) or (None, why not).
 
-    quack.softmax(x), quack.rms_norm(x, w, eps) (`quack.rmsnorm`), quack.layer_norm(x, w, b, eps)
-    (`quack.rmsnorm.layernorm_fwd`, which takes float32 weight and bias: cast once per tensor
-    version and kept, as a model keeps its norm weights in float32). Read from quack-kernels
-    0.6.5's source; it needs nvidia-cutlass-dsl and a GPU."""
+    quack.softmax(x) (`quack.softmax`, 2-D: rows of x), quack.rms_norm(x, w, eps)
+    (`quack.rmsnorm`, the function `quack/__init__.py` exports, which shadows the module of that
+    name), quack.layer_norm(x, w, b, eps) (`quack.rmsnorm.layernorm_fwd`, 2-D, float32 weight and
+    bias: cast once per tensor version and kept, as a model keeps its norm weights in float32),
+    quack.cross_entropy(x, target, reduction) (`quack.cross_entropy`). Read from quack-kernels
+    0.6.5's wheel; it needs nvidia-cutlass-dsl (found under KERNLOOP_SITE's .pth files) and a GPU."""
+    import importlib
     try:
-        import quack
-        from quack import rmsnorm as qr
+        quack = importlib.import_module("quack")
+        qr = importlib.import_module("quack.rmsnorm")   # the module: `quack.rmsnorm` is the function
     except Exception as e:   # noqa: BLE001 - not installed, or cutlass-dsl failed to load
         return None, f"quack-kernels is not installed or did not import ({type(e).__name__}: {str(e)[:120]})"
     cache: dict = {}
@@ -98,11 +101,24 @@ def quack_namespace():
                 cache.clear()
             cache[key] = t.float()
         return cache[key]
-    ns = {"softmax": quack.softmax,
-          "rms_norm": lambda x, w, eps: quack.rmsnorm(x, w, eps=eps)}
-    if hasattr(qr, "layernorm_fwd"):
-        ns["layer_norm"] = lambda x, w, b, eps: qr.layernorm_fwd(
-            x.reshape(-1, x.shape[-1]), f32(w), f32(b), eps).reshape(x.shape)
+
+    def rows(fn):   # QuACK's row kernels take (M, N): rows of the last dimension
+        return lambda x, *a, **k: fn(x.reshape(-1, x.shape[-1]), *a, **k).reshape(x.shape)
+    makers = {"softmax": lambda: rows(vars(quack)["softmax"]),
+              "rms_norm": lambda: (lambda fn: lambda x, w, eps: fn(x, w, eps=eps))(vars(quack)["rmsnorm"]),
+              "layer_norm": lambda: (lambda fn: rows(lambda x, w, b, eps: fn(x, f32(w), f32(b), eps)))(
+                  vars(qr)["layernorm_fwd"]),
+              "cross_entropy": lambda: (lambda fn: lambda x, target, reduction="mean": fn(
+                  x, target, reduction=reduction))(vars(quack)["cross_entropy"])}
+    ns, errors = {}, []
+    for short, make in makers.items():
+        try:
+            ns[short] = make()
+        except KeyError as e:   # this release lacks it: named if a peer asks
+            errors.append(f"{short}: no {e}")
+    if not ns:
+        return None, ("quack-kernels has none of softmax, rms_norm, layer_norm, cross_entropy ("
+                      + "; ".join(errors) + ")")
     return types.SimpleNamespace(**ns), None
 
 

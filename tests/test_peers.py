@@ -269,3 +269,70 @@ def test_a_reference_file_is_an_importable_module():
     assert "return Model()(x)" in inspect.getsource(fn)
     c = torch.compile(fn, backend="eager", dynamic=False)
     assert torch.equal(c(torch.ones(3)), torch.full((3,), 2.0))
+
+
+def test_quack_namespace_uses_the_real_import_paths(monkeypatch):
+    """QuACK 0.6.5 (read from its wheel): `quack.softmax`, `quack.rmsnorm` (a function that
+    shadows the module of that name in `quack/__init__.py`), `quack.cross_entropy`, and
+    `quack.rmsnorm.layernorm_fwd` (2-D, float32 weight and bias) reached through the module in
+    sys.modules. A stand-in package with those names and signatures, on the CPU."""
+    import sys
+    calls = []
+    qr = types.ModuleType("quack.rmsnorm")
+
+    def layernorm_fwd(x, weight, bias=None, eps=1e-6):
+        assert x.dim() == 2 and weight.dtype == torch.float32 and bias.dtype == torch.float32
+        calls.append("layernorm_fwd")
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], weight.to(x.dtype), bias.to(x.dtype), eps)
+    qr.layernorm_fwd = layernorm_fwd
+    quack = types.ModuleType("quack")
+
+    def softmax(x):
+        assert x.dim() == 2
+        return torch.softmax(x, -1)
+    quack.softmax = softmax
+    quack.rmsnorm = lambda x, weight=None, eps=1e-6: torch.nn.functional.rms_norm(x, x.shape[-1:], weight, eps)
+    quack.cross_entropy = lambda x, target, reduction="mean": torch.nn.functional.cross_entropy(
+        x, target, reduction=reduction)
+    monkeypatch.setitem(sys.modules, "quack", quack)
+    monkeypatch.setitem(sys.modules, "quack.rmsnorm", qr)
+    ns, why = quack_namespace()
+    assert why is None and set(vars(ns)) == {"softmax", "rms_norm", "layer_norm", "cross_entropy"}
+    x = torch.randn(2, 3, 16, dtype=torch.bfloat16)
+    w, b = torch.randn(16, dtype=torch.bfloat16), torch.randn(16, dtype=torch.bfloat16)
+    assert torch.allclose(ns.softmax(x), torch.softmax(x, -1))
+    assert torch.allclose(ns.layer_norm(x, w, b, 1e-5),
+                          torch.nn.functional.layer_norm(x, (16,), w, b, 1e-5)) and calls == ["layernorm_fwd"]
+    assert ns.rms_norm(x, w, 1e-6).shape == x.shape
+    t = torch.tensor([1, 2, 0])
+    assert float(ns.cross_entropy(x[0].float(), t)) > 0
+    # a spec's peer over it builds: the namespace is what `quack.…` names in compare:
+    spec = _spec("layernorm", {"quack": "quack.layer_norm(x, w, b, 1e-5)"})
+    peers, skipped = build(torch, spec, backend="eager", with_compile=False)
+    assert "quack" in peers and skipped == {}
+    # one the release lacks is `not applicable`, with its name
+    del quack.cross_entropy
+    spec = _spec("softmax", {"quack": "quack.cross_entropy(x, x)"})
+    peers, skipped = build(torch, spec, backend="eager", with_compile=False)
+    assert skipped["quack"] == {"reason": "this quack-kernels has no cross_entropy", "kind": "not applicable"}
+
+
+def test_kernloop_site_folders_are_site_dirs_with_their_pth_files(tmp_path, monkeypatch):
+    """KERNLOOP_SITE=DIR[:DIR]: each folder is added with site.addsitedir, so a `pip --target`
+    folder's .pth files run (QuACK's CUTLASS DSL lives behind one); a missing folder is left out."""
+    import os
+    import sys
+
+    from checker.peers import add_sites
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    target, hidden = tmp_path / "target", tmp_path / "libs"
+    target.mkdir()
+    hidden.mkdir()
+    (hidden / "kl_pth_probe.py").write_text("VALUE = 42\n")
+    (target / "probe.pth").write_text(f"{hidden}\n")
+    monkeypatch.delitem(sys.modules, "kl_pth_probe", raising=False)
+    added = add_sites({"KERNLOOP_SITE": os.pathsep.join([str(target), str(tmp_path / "absent")])})
+    assert added == [str(target)] and str(hidden) in sys.path
+    import kl_pth_probe
+    assert kl_pth_probe.VALUE == 42
+    assert add_sites({}) == [] and add_sites({"KERNLOOP_SITE": str(target)}) == []   # once
