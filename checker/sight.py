@@ -133,7 +133,8 @@ def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=Non
 # What a cached second look depends on besides the spec, the kernel, the device and versions:
 # the code that measures it (these files, beside this one).
 CACHE_CODE = ("sight.py", "peers.py", "peerstats.py", "kernelprofile.py", "ncu.py", "timing.py", "validate.py")
-CACHE_PACKAGES = ("liger_kernel", "quack", "quack_kernels")   # optional peers: installed or not
+# the optional peers' distributions: installed or not, and which version
+CACHE_PACKAGES = ("liger-kernel", "quack-kernels", "nvidia-cutlass-dsl")
 
 
 def cache_key(torch, spec: dict, args, result: dict) -> str:
@@ -149,6 +150,7 @@ def cache_key(torch, spec: dict, args, result: dict) -> str:
             code.update(f.read())
     kernel = "torch" if args.candidate_torch else args.sources["candidate"][1]   # the judged bytes
     pkgs = {}
+    peers_mod.add_sites()   # a package under KERNLOOP_SITE's folders is found, and its version keyed
     for name in CACHE_PACKAGES:
         try:
             pkgs[name] = metadata.version(name)
