@@ -165,8 +165,16 @@ def write_tar(path: Path, runs: Path) -> None:
                     t.add(d / f, arcname=f"{d.name}/{f}")
 
 
+def _noise(bp: dict | None) -> str:
+    """'8.3%, ±0.8%, 6r': the best peer's spread, its median's 95% CI half-width and rounds."""
+    if not bp:
+        return "-"
+    pct = lambda x: "?" if x is None else f"{x * 100:.1f}%"   # noqa: E731
+    return f"{pct(bp.get('spread'))}, ±{pct(bp.get('ci'))}, {bp.get('rounds') or '?'}r"
+
+
 def table(res: dict) -> str:
-    lines = [f"{'spec':<18} {'naive':>9} {'champion':>9} {'best peer':>32} {'vs best':>7}  "
+    lines = [f"{'spec':<18} {'naive':>9} {'champion':>9} {'best peer':>32} {'spread, CI, rounds':>18} {'vs best':>7}  "
              f"{'job s':>6} {'verdict s':>9}  without"]
     for name, r in res["specs"].items():
         if "error" in r:
@@ -176,6 +184,7 @@ def table(res: dict) -> str:
         f = lambda x, n=4: "?" if x is None else f"{x:.{n}f}"   # noqa: E731
         lines.append(f"{name:<18} {f(r['baseline_median_ms']):>9} {f(r['champion_median_ms']):>9} "
                      f"{(bp['label'][:20] + ' ' + f(bp['median_ms'])) if bp else 'none timed':>32} "
+                     f"{_noise(bp):>18} "
                      f"{f(r['champion_vs_best_peer'], 2):>7}  {f(r['job_wall_s_median'], 1):>6} "
                      f"{f(r['verdict_s_median'], 1):>9}  {', '.join(sorted(r['skipped'])) or '-'}")
     return "\n".join(lines)
