@@ -26,6 +26,7 @@ from kernloop.loop import interrupts
 import research
 from kernloop.loop import resume, secondlook
 from kernloop import settings
+from kernloop import needs
 from kernloop.errors import ArgParser, KernLoopError
 from kernloop.standing.diagnosis import compulsory_bytes, of_result
 from kernloop.loop.factories import make_backend, make_proposer
@@ -155,6 +156,7 @@ class Run:
     interruptions: list[dict] = field(default_factory=list)
     t_start: float = field(default_factory=time.monotonic)
     fatal: str | None = None         # set by `record`: the run ends on it
+    needs_notes: list[str] = field(default_factory=list)   # optional packages missing: what that disables
 
     @property
     def tuner(self) -> Tuner | None:
@@ -215,6 +217,10 @@ def open_run(args) -> Run:
     folder, log, terminal printer, state."""
     settings.validate()   # every variable the run may read, before any run folder exists
     spec, run_id, resume_events = resolve_spec(args)
+    found = needs.probe(settings.get("KERNLOOP_SITE"))
+    here = args.backend in ("auto", "local", "synthetic")   # the checker runs on this machine
+    if missing := needs.errors(found, needs_triton=here, llm=False):
+        raise KernLoopError(missing[0])   # one line naming what to pip install, exit 2
     backend, backend_why = make_backend(args.backend, seed=args.seed)
     args.close_backend = backend.close   # whatever way the run ends (run)
     # The same seed on --resume: the tuner's state is rebuilt by replaying its proposals.
@@ -222,6 +228,9 @@ def open_run(args) -> Run:
     # The tuner only changes numbers inside the search space: research would spend Tavily
     # credits on notes nobody reads, so it runs only for an LLM proposer.
     researcher = None if isinstance(proposer, Tuner) else research.Researcher.from_env()
+    notes = needs.notes(found, llm=researcher is not None, tavily_key=bool(settings.get("TAVILY_API_KEY")),
+                        libs_named=needs.libs_named(spec.compare),
+                        times_peers=backend.name == "local" and backend.times_peers)
     if researcher is not None and resume_events:
         researcher.remember(resume_events)   # never re-send a query this run already sent
     if not args.resume:
@@ -242,6 +251,7 @@ def open_run(args) -> Run:
               min_gain=float(spec.loop["min_gain"]), sigma=float(spec.loop["sigma"]),
               parallel=spec.loop.get("parallel", 1) if args.parallel is None else args.parallel,
               batch=args.batch or 1, resume_events=resume_events)
+    run.needs_notes = notes
     if resume_events:
         run.before_s, run.interruptions = resume.previous_parts(resume_events)
     return run
@@ -253,6 +263,8 @@ def begin(run: Run) -> None:
     say, st = run.say, run.st
     say(f"kernloop: {run.backend_why}")
     say(f"kernloop: {run.proposer_note}")
+    for line in run.needs_notes:   # an optional package missing: what it disables, the run goes on
+        say(f"kernloop: {line}")
     if run.tuner is not None:
         say("kernloop: research off (the tuner changes numbers only; it reads no notes)")
     elif run.researcher is not None:
@@ -319,8 +331,8 @@ def run_baseline(run: Run) -> None:
     st.baseline_mean = st.champion_profile.get("mean_ms")
     st.stand(bres)
     run.say(baseline_line(bres, spec, backend.synthetic, torch=st.torch_start))
-    for text in briefing.peers_lines((st.peers_block or {}).get("peers"), None,
-                                     (st.peers_block or {}).get("skipped")):
+    pb = st.peers_block or {}
+    for text in briefing.peers_lines(pb.get("peers"), None, pb.get("skipped"), pb.get("best")):
         run.say(text)
 
 

@@ -101,7 +101,8 @@ def gist(job: dict) -> str:
     if blk:
         line += "; peers " + ", ".join(f"{k} {_ms(v.get('median_ms'))}" for k, v in
                                        (blk.get("peers") or {}).items())
-        line += "".join(f"; skipped {k}: {v[:80]}" for k, v in (blk.get("skipped") or {}).items())
+        line += "".join(f"; skipped {k} ({v.get('kind')}): {str(v.get('reason'))[:80]}" if isinstance(v, dict)
+                        else f"; skipped {k}: {str(v)[:80]}" for k, v in (blk.get("skipped") or {}).items())
         line += f"; peers error: {blk['error']}" if blk.get("error") else ""
     prof = (r.get("profile") or {}).get("candidate")
     if prof:

@@ -6,8 +6,9 @@ For each spec the whole loop runs as a user runs it (`orchestrator.py --backend 
 tuner`): the baseline's job times the peers (the spec's `compare:` entries, Liger-Kernel and
 QuACK where they import, torch.compile of the reference, eager torch), and after a promotion a
 final job times the champion beside them again. From each run.jsonl it keeps: the baseline's
-and the champion's medians, every peer's median and spread (and `unreliable`/`skipped` with
-their reasons), the final line, and per job the whole job's wall time beside its verdict time.
+and the champion's medians, every peer's median, spread, 95% CI of its median, rounds timed and
+why its timing stopped (and `unreliable`/`skipped` with their reasons and kinds), the log's
+`best` peer as the checker chose it, the final line, and per job the whole job's wall time beside its verdict time.
 The run folders (page included) go to a tarball.
 
 Specs: the six shipped ones and two KernelBench-format problems made with `new
@@ -98,6 +99,10 @@ def job_costs(ev: dict) -> dict:
             "verdict_s": phase.get("sight", phase.get("end")), "second_look": "sight" in phase}
 
 
+PEER_FIELDS = ("median_ms", "mean_ms", "std_ms", "rel_spread", "ci_half", "ci_low_ms", "ci_high_ms", "rounds",
+               "stop", "n_timed", "champion_median_ms", "champion_ci_half", "compiles_timed")
+
+
 def digest(events: list[dict]) -> dict:
     """What the table needs from one run.jsonl (pure): the baseline's and the champion's medians,
     the peers of the job that timed the champion (final, else baseline) with what was skipped
@@ -109,10 +114,9 @@ def digest(events: list[dict]) -> dict:
     src = final if final and (final.get("result") or {}).get("peers") else base
     block = (src.get("result") or {}).get("peers") or {}
     champ = ((block.get("kernels") or {}).get("candidate") or {})
-    peers = {k: {x: v.get(x) for x in ("median_ms", "mean_ms", "std_ms", "rel_spread", "compiles_timed")}
-             for k, v in (block.get("peers") or {}).items() if isinstance(v, dict)}
-    best = min(((k, v["median_ms"]) for k, v in peers.items() if v.get("median_ms")),
-               key=lambda kv: kv[1], default=None)
+    peers = {k: {x: v.get(x) for x in PEER_FIELDS} for k, v in (block.get("peers") or {}).items()
+             if isinstance(v, dict)}
+    best = block.get("best") if isinstance(block.get("best"), dict) else None   # the checker's choice
     base_stats = ((base.get("result") or {}).get("candidate") or {})
     costs = [job_costs(e) for e in [base, *its, *([final] if final else [])] if e]
     walls = [c["job_wall_s"] for c in costs if c["job_wall_s"]]
@@ -122,8 +126,9 @@ def digest(events: list[dict]) -> dict:
         "baseline_median_ms": base_stats.get("median_ms"), "champion_median_ms": cm,
         "champion_id": end.get("champion_id"), "speedup_vs_baseline": end.get("speedup"),
         "peers_job": "final" if src is final else "baseline", "peers": peers,
-        "best_peer": {"label": best[0], "median_ms": best[1]} if best else None,
-        "champion_vs_best_peer": (best[1] / cm) if best and cm else None,
+        "best_peer": {"label": best["name"], "median_ms": best.get("median_ms"), "spread": best.get("spread"),
+                      "ci": best.get("ci"), "n": best.get("n"), "rounds": best.get("rounds")} if best else None,
+        "champion_vs_best_peer": (best["median_ms"] / cm) if best and best.get("median_ms") and cm else None,
         "skipped": block.get("skipped") or {}, "unreliable": block.get("unreliable") or {},
         "peers_error": block.get("error"), "rel_l2": block.get("rel_l2") or {},
         "final_line": end.get("final_line"), "stop_reason": end.get("stop_reason"),
@@ -160,8 +165,16 @@ def write_tar(path: Path, runs: Path) -> None:
                     t.add(d / f, arcname=f"{d.name}/{f}")
 
 
+def _noise(bp: dict | None) -> str:
+    """'8.3%, ±0.8%, 6r': the best peer's spread, its median's 95% CI half-width and rounds."""
+    if not bp:
+        return "-"
+    pct = lambda x: "?" if x is None else f"{x * 100:.1f}%"   # noqa: E731
+    return f"{pct(bp.get('spread'))}, ±{pct(bp.get('ci'))}, {bp.get('rounds') or '?'}r"
+
+
 def table(res: dict) -> str:
-    lines = [f"{'spec':<18} {'naive':>9} {'champion':>9} {'best peer':>32} {'vs best':>7}  "
+    lines = [f"{'spec':<18} {'naive':>9} {'champion':>9} {'best peer':>32} {'spread, CI, rounds':>18} {'vs best':>7}  "
              f"{'job s':>6} {'verdict s':>9}  without"]
     for name, r in res["specs"].items():
         if "error" in r:
@@ -171,6 +184,7 @@ def table(res: dict) -> str:
         f = lambda x, n=4: "?" if x is None else f"{x:.{n}f}"   # noqa: E731
         lines.append(f"{name:<18} {f(r['baseline_median_ms']):>9} {f(r['champion_median_ms']):>9} "
                      f"{(bp['label'][:20] + ' ' + f(bp['median_ms'])) if bp else 'none timed':>32} "
+                     f"{_noise(bp):>18} "
                      f"{f(r['champion_vs_best_peer'], 2):>7}  {f(r['job_wall_s_median'], 1):>6} "
                      f"{f(r['verdict_s_median'], 1):>9}  {', '.join(sorted(r['skipped'])) or '-'}")
     return "\n".join(lines)

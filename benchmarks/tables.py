@@ -61,7 +61,8 @@ def peers_rows_session3(files: list[str]) -> list[list[str]]:
             peers = {k: v for k, v in t.items() if k not in ("naive baseline", "KernLoop champion", "by hand (rewrite)")}
             best = min(peers, key=lambda k: peers[k]["median_ms"])
             champ = t["KernLoop champion"]["median_ms"]
-            without = "; ".join(f"{k}: {clip(v)}" for k, v in sorted(r["peers_skipped"].items())) or "—"
+            without = "; ".join(f"{k}: {clip(v['reason'] if isinstance(v, dict) else v)}"   # {reason, kind} now
+                                for k, v in sorted(r["peers_skipped"].items())) or "—"
             rows.append([name, str(r["iterations"]), ms(t["naive baseline"]["median_ms"]), ms(champ),
                          f"{best} {ms(peers[best]['median_ms'])}", f"**{peers[best]['median_ms'] / champ:.2f}×**",
                          without, "—"])

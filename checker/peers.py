@@ -5,26 +5,50 @@ and `quack` name Liger-Kernel's and QuACK's functions where those optional packa
 always, `torch.compile` of the spec's reference. A peer that cannot be built, raises, or returns
 the wrong kind of tensor is logged in `skipped` with the reason and left out; it never fails the
 job. Timing goes through the checker's own interleaved timer and flush (`time_fn`, `flush`), so
-the peers are measured exactly as the champion is. A peer measured unreliably (compiled again
-inside the timed reps, or a spread far wider than the kernels') keeps its numbers under
-`unreliable`, is named in `skipped` and is never the best peer. Stdlib + torch (+ the optional
-libraries) only.
+the peers are measured exactly as the champion is. No peer is dropped for a wide spread: a
+noisy one is timed in more rounds interleaved with the champion until its median's interval is
+tight (peerstats.stop_reason). The one peer kept out of the best is one that compiled again
+inside its timed reps (the compile is timed): its numbers stay under `unreliable`, it is named
+in `skipped`. `best` names the fastest timed peer: every reader takes it from there. Stdlib +
+torch (+ the optional libraries) only.
 """
 from __future__ import annotations
 
 import math
-import statistics
+import os
 import time
 import types
 
+try:   # as checker.peers (tests, benches) or flat beside check.py (a staged job)
+    from . import peerstats as PS
+except ImportError:
+    import peerstats as PS
+
 COMPILE_LABEL = "torch.compile"
-# A peer whose relative spread (interquartile range / median of its timed reps) exceeds both
-# SPREAD_FACTOR x the kernels' in the same interleaved reps and SPREAD_FLOOR is not a measurement
-# to compare against (a host-bound call, a recompiling wrapper: torch.compile(gelu) rebuilt on
-# every call timed 33x eager with a 0.3 ms spread on the H200).
-SPREAD_FACTOR = 3.0
-SPREAD_FLOOR = 0.05
+SITE_ENV = "KERNLOOP_SITE"   # DIR[:DIR]: site folders (a `pip --target` one) added for the optional peers
 LIBRARIES = {"liger": "liger-kernel", "quack": "quack-kernels"}   # name in compare: -> pip package
+
+
+class NotInstalled(LookupError):
+    """An optional package a peer names does not import."""
+
+
+class NotApplicable(LookupError):
+    """The optional package imports but has no function for this peer."""
+
+
+def add_sites(env=None) -> list[str]:
+    """site.addsitedir for each folder of KERNLOOP_SITE (so a `pip --target` folder's .pth files
+    run: QuACK's CUTLASS DSL needs them); returns the folders added."""
+    import site
+    import sys
+    dirs = [d for d in (env if env is not None else os.environ).get(SITE_ENV, "").split(os.pathsep) if d]
+    added = []
+    for d in dirs:
+        if os.path.isdir(d) and d not in sys.path:
+            site.addsitedir(d)
+            added.append(d)
+    return added
 
 
 def liger_namespace():
@@ -54,13 +78,16 @@ def liger_namespace():
 def quack_namespace():
     """(QuACK's forward functions under short names, None) or (None, why not).
 
-    quack.softmax(x), quack.rms_norm(x, w, eps) (`quack.rmsnorm`), quack.layer_norm(x, w, b, eps)
-    (`quack.rmsnorm.layernorm_fwd`, which takes float32 weight and bias: cast once per tensor
-    version and kept, as a model keeps its norm weights in float32). Read from quack-kernels
-    0.6.5's source; it needs nvidia-cutlass-dsl and a GPU."""
+    quack.softmax(x) (`quack.softmax`, 2-D: rows of x), quack.rms_norm(x, w, eps)
+    (`quack.rmsnorm`, the function `quack/__init__.py` exports, which shadows the module of that
+    name), quack.layer_norm(x, w, b, eps) (`quack.rmsnorm.layernorm_fwd`, 2-D, float32 weight and
+    bias: cast once per tensor version and kept, as a model keeps its norm weights in float32),
+    quack.cross_entropy(x, target, reduction) (`quack.cross_entropy`). Read from quack-kernels
+    0.6.5's wheel; it needs nvidia-cutlass-dsl (found under KERNLOOP_SITE's .pth files) and a GPU."""
+    import importlib
     try:
-        import quack
-        from quack import rmsnorm as qr
+        quack = importlib.import_module("quack")
+        qr = importlib.import_module("quack.rmsnorm")   # the module: `quack.rmsnorm` is the function
     except Exception as e:   # noqa: BLE001 - not installed, or cutlass-dsl failed to load
         return None, f"quack-kernels is not installed or did not import ({type(e).__name__}: {str(e)[:120]})"
     cache: dict = {}
@@ -74,11 +101,24 @@ def quack_namespace():
                 cache.clear()
             cache[key] = t.float()
         return cache[key]
-    ns = {"softmax": quack.softmax,
-          "rms_norm": lambda x, w, eps: quack.rmsnorm(x, w, eps=eps)}
-    if hasattr(qr, "layernorm_fwd"):
-        ns["layer_norm"] = lambda x, w, b, eps: qr.layernorm_fwd(
-            x.reshape(-1, x.shape[-1]), f32(w), f32(b), eps).reshape(x.shape)
+
+    def rows(fn):   # QuACK's row kernels take (M, N): rows of the last dimension
+        return lambda x, *a, **k: fn(x.reshape(-1, x.shape[-1]), *a, **k).reshape(x.shape)
+    makers = {"softmax": lambda: rows(vars(quack)["softmax"]),
+              "rms_norm": lambda: (lambda fn: lambda x, w, eps: fn(x, w, eps=eps))(vars(quack)["rmsnorm"]),
+              "layer_norm": lambda: (lambda fn: rows(lambda x, w, b, eps: fn(x, f32(w), f32(b), eps)))(
+                  vars(qr)["layernorm_fwd"]),
+              "cross_entropy": lambda: (lambda fn: lambda x, target, reduction="mean": fn(
+                  x, target, reduction=reduction))(vars(quack)["cross_entropy"])}
+    ns, errors = {}, []
+    for short, make in makers.items():
+        try:
+            ns[short] = make()
+        except KeyError as e:   # this release lacks it: named if a peer asks
+            errors.append(f"{short}: no {e}")
+    if not ns:
+        return None, ("quack-kernels has none of softmax, rms_norm, layer_norm, cross_entropy ("
+                      + "; ".join(errors) + ")")
     return types.SimpleNamespace(**ns), None
 
 
@@ -87,7 +127,10 @@ NAMESPACES = {"liger": liger_namespace, "quack": quack_namespace}
 
 def libraries(needed=None) -> dict:
     """{name: (namespace or None, why not)} for the optional libraries named in `needed`
-    (all of them by default); each imported only when a peer names it."""
+    (all of them by default); each imported only when a peer names it (after KERNLOOP_SITE's
+    folders are added)."""
+    if needed is None or set(needed) & set(NAMESPACES):
+        add_sites()
     return {n: NAMESPACES[n]() for n in (needed if needed is not None else NAMESPACES) if n in NAMESPACES}
 
 
@@ -112,10 +155,10 @@ def expression_peer(torch, expr: str, names: list[str], libs: dict | None = None
     for lib in sorted(used & set(LIBRARIES)):
         ns, why = (libs or {}).get(lib, (None, f"{LIBRARIES[lib]} was not looked for"))
         if ns is None:
-            raise LookupError(f"{why} (optional: pip install {LIBRARIES[lib]})")
-        missing = [n for n in _attrs_of(expr, lib) if not hasattr(ns, n)]
+            raise NotInstalled(f"{why} (optional: pip install {LIBRARIES[lib]})")
+        missing = [n for n in _attrs_of(expr, lib) if n not in vars(ns)]
         if missing:
-            raise LookupError(f"this {LIBRARIES[lib]} has no {', '.join(missing)}")
+            raise NotApplicable(f"this {LIBRARIES[lib]} has no {', '.join(missing)}")
     env = {**(ref_ns or {}), **_env(torch, libs)}
     tree, hoisted = _hoist_compiles(tree, set(names))
     for var, sub in hoisted.items():
@@ -198,14 +241,19 @@ def build(torch, spec: dict, with_compile: bool = True, backend: str = "inductor
     for label, expr in compare.items():
         try:
             peers[label] = expression_peer(torch, expr, names, libs, ref_ns)
+        except NotInstalled as e:
+            pkg = next((LIBRARIES[n] for n in sorted(LIBRARIES) if LIBRARIES[n] in str(e)), None)
+            skipped[label] = PS.skip(str(e), PS.NOT_INSTALLED, f"pip install {pkg}" if pkg else None)
+        except NotApplicable as e:
+            skipped[label] = PS.skip(str(e), PS.NOT_APPLICABLE)
         except Exception as e:   # noqa: BLE001 - a peer never fails the job
-            skipped[label] = f"{type(e).__name__}: {e}"
+            skipped[label] = PS.skip(f"{type(e).__name__}: {e}", PS.FAILED)
     if with_compile:
         try:
             peers[COMPILE_LABEL] = _compile(torch, ref_fn, backend) if from_file \
                 else compiled_reference(torch, spec["reference"], names, backend)
         except Exception as e:   # noqa: BLE001
-            skipped[COMPILE_LABEL] = f"{type(e).__name__}: {e}"
+            skipped[COMPILE_LABEL] = PS.skip(f"{type(e).__name__}: {e}", PS.FAILED)
     return peers, skipped
 
 
@@ -227,7 +275,7 @@ def screen(torch, peers: dict, inputs: list, ref) -> tuple[dict, dict, dict]:
             rel[label] = float(torch.linalg.vector_norm(o - ref)) / d if d > 0 else float("inf")
             kept[label] = fn
         except Exception as e:   # noqa: BLE001 - a peer that cannot run is logged and skipped
-            skipped[label] = f"{type(e).__name__}: {str(e)[:300]}"
+            skipped[label] = PS.skip(f"{type(e).__name__}: {str(e)[:300]}", PS.FAILED)
     return kept, skipped, rel
 
 
@@ -247,7 +295,7 @@ def interleave(calls: dict, warmup: int, reps: int, min_warm_s: float = 0.0,
         except Exception as e:   # noqa: BLE001 - a peer never fails the job
             if label not in optional:
                 raise
-            failed[label] = f"failed while timed: {type(e).__name__}: {str(e)[:300]}"
+            failed[label] = PS.skip(f"failed while timed: {type(e).__name__}: {str(e)[:300]}", PS.FAILED)
             live.remove(label)
             return None
     t0 = time.monotonic()
@@ -302,80 +350,107 @@ def counted(torch, call):
     return wrapped
 
 
-def rel_spread(samples) -> float | None:
-    """Interquartile range over median of a list of times (None for fewer than 4)."""
-    xs = sorted(float(x) for x in samples or [])
-    if len(xs) < 4:
-        return None
-    q = statistics.quantiles(xs, n=4)
-    med = statistics.median(xs)
-    return (q[2] - q[0]) / med if med > 0 else None
+rel_spread = PS.rel_spread
 
 
-def unreliable(peer_samples: dict, kernel_samples: dict, timed_compiles: dict,
-               factor: float = SPREAD_FACTOR, floor: float = SPREAD_FLOOR) -> dict:
-    """{label: why} for each peer whose timing cannot stand beside the kernels': compiled again
-    inside its timed reps (a recompiling or rebuilt torch.compile: the compile is timed), or a
-    relative spread above both `factor` x the widest kernel's and `floor`. Pure."""
-    spreads = [s for s in (rel_spread(v) for v in kernel_samples.values()) if s is not None]
-    kernel = max(spreads) if spreads else None
-    bar = max(factor * kernel, floor) if kernel is not None else None
-    out = {}
-    for label, xs in peer_samples.items():
-        n = int(timed_compiles.get(label) or 0)
-        if n:
-            out[label] = (f"unreliable: torch.compile compiled {n} frame(s) inside its "
-                          f"{len(xs)} timed reps (a recompile is timed as the peer)")
-            continue
-        sp = rel_spread(xs)
-        if bar is not None and sp is not None and sp > bar:
-            out[label] = (f"unreliable: spread {sp * 100:.1f}% of its median (interquartile range) "
-                          f"against {kernel * 100:.1f}% for the kernels timed beside it "
-                          f"(limit {bar * 100:.1f}%)")
-    return out
+def recompiled(timed_compiles: dict, reps: dict) -> dict:
+    """{label: why} for each peer that compiled again inside its timed reps (a recompiling or
+    rebuilt torch.compile: the compile is timed as the peer), the one kind of peer measurement
+    that is not valid. Pure."""
+    return {lbl: (f"unreliable: torch.compile compiled {n} frame(s) inside its {reps.get(lbl, 0)} "
+                  "timed reps (a recompile is timed as the peer)")
+            for lbl, n in timed_compiles.items() if int(n or 0)}
+
+
+def more_rounds(kernel_calls: dict, label: str, call, samples: dict, reps: int,
+                max_rounds: int) -> tuple[list, int, str, dict | None]:
+    """Time one peer in more rounds of `reps` reps, interleaved with the kernels (kernel, peer,
+    kernel, peer...), until peerstats.stop_reason says its median is known well enough. `samples`
+    holds the first round's (every label's); each round's samples are added to it. Returns (the
+    first kernel's samples beside this peer, rounds, why it stopped, the peer's failure or None)."""
+    beside = {k: list(samples[k]) for k in kernel_calls}
+    rounds = 1
+    while True:
+        champ_ci = max((c for c in (PS.ci_half(v) for v in beside.values()) if c is not None), default=None)
+        stop = PS.stop_reason(PS.ci_half(samples[label]), champ_ci, rounds, cap=max_rounds)
+        if stop is not None:
+            return beside[next(iter(beside))], rounds, stop, None
+        more, failed, _w = interleave({**kernel_calls, label: call}, 0, reps, optional={label})
+        rounds += 1
+        for k in kernel_calls:
+            samples[k] += more[k]
+            beside[k] += more[k]
+        if failed:
+            return beside[next(iter(beside))], rounds, f"failed in round {rounds}", failed[label]
+        samples[label] += more[label]
 
 
 def best_peer(peer_stats: dict, key: str = "median_ms") -> tuple[str, dict] | None:
-    """(label, stats) of the fastest peer by `key`, or None."""
-    timed = [(lbl, s) for lbl, s in (peer_stats or {}).items() if s and s.get(key)]
-    return min(timed, key=lambda ls: ls[1][key]) if timed else None
+    """(label, stats) of the fastest peer by `key`, or None (peerstats.best_of's choice)."""
+    best = PS.best_of(peer_stats, key)
+    return (best["name"], peer_stats[best["name"]]) if best else None
+
+
+def _time_all(torch, kept: dict, kernel_calls: dict, make_call, warmup: int, reps: int,
+              min_warm_s: float, max_rounds: int) -> tuple:
+    """The first round of every peer with the kernels, then more rounds for each noisy one.
+    Returns (samples, {peer: (champion beside, rounds, stop)}, failed, {peer: why recompiled},
+    warmup reps, the counted peer calls)."""
+    peer_calls = {lbl: counted(torch, make_call(fn)) for lbl, fn in kept.items()}
+    samples, failed, w = interleave({**kernel_calls, **peer_calls}, warmup, reps, min_warm_s,
+                                    optional=set(kept))
+
+    def bad_now():
+        return recompiled({lbl: sum(c.compiles[w:]) for lbl, c in peer_calls.items() if lbl in samples},
+                          {lbl: len(samples[lbl]) for lbl in peer_calls if lbl in samples})
+    first_bad = bad_now()
+    extra = {}
+    for lbl in sorted(peer_calls):
+        if lbl not in samples or lbl in first_bad:
+            continue
+        beside, rounds, stop, fail = more_rounds(kernel_calls, lbl, peer_calls[lbl], samples, reps, max_rounds)
+        if fail is not None:
+            failed[lbl] = fail
+            del samples[lbl]
+            continue
+        extra[lbl] = (beside, rounds, stop)
+    return samples, extra, failed, bad_now(), w, peer_calls
 
 
 def peers_block(torch, spec: dict, args: list, ref, kernel_calls: dict, make_call, summarize,
                 warmup: int, reps: int, min_warm_s: float = 0.0, backend: str = "inductor",
-                ref_fn=None, spread_floor: float = SPREAD_FLOOR) -> dict:
+                ref_fn=None, max_rounds: int = PS.MAX_ROUNDS) -> dict:
     """The result line's `peers` block of one job: build and screen the spec's peers on the timed
     inputs `args` (against `ref`; this first call on the exact inputs is also torch.compile's
     compile), then time them interleaved with `kernel_calls` (label -> zero-argument callable
     returning the ms of one of that kernel's timed calls, e.g. the champion worker's), all under
-    no_grad (as screened: grad mode is part of torch.compile's guards). `make_call(fn)` turns a
+    no_grad (as screened: grad mode is part of torch.compile's guards); a noisy peer in up to
+    `max_rounds` rounds (1 on the host clock, which measures nothing). `make_call(fn)` turns a
     peer into such a callable (`event_call` on the GPU). A peer that compiled again inside its
-    timed reps, or whose spread is far wider than the kernels', moves to `unreliable` (its
-    numbers) and `skipped` (the reason). Never raises for a peer; a kernel's failure propagates."""
+    timed reps moves to `unreliable` (its numbers) and `skipped` (the reason); `best` is the
+    fastest of the others. Never raises for a peer; a kernel's failure propagates."""
     t0 = time.monotonic()
     built, skipped = build(torch, spec, backend=backend, ref_fn=ref_fn)
     with torch.no_grad():   # what a user runs for inference; no autograd graph
         kept, why, rel = screen(torch, built, args, ref)
         skipped.update(why)
         build_s = time.monotonic() - t0
-        peer_calls = {lbl: counted(torch, make_call(fn)) for lbl, fn in kept.items()}
-        samples, failed, w = interleave({**kernel_calls, **peer_calls}, warmup, reps, min_warm_s,
-                                        optional=set(kept))
+        samples, extra, failed, bad, w, peer_calls = _time_all(
+            torch, kept, kernel_calls, make_call, warmup, reps, min_warm_s, max_rounds)
     skipped.update(failed)
-    timed_compiles = {lbl: sum(c.compiles[w:]) for lbl, c in peer_calls.items()}
     stats = {lbl: summarize(s, w) for lbl, s in samples.items()}
     for lbl, s in samples.items():
         stats[lbl]["rel_spread"] = rel_spread(s)
     for lbl in peer_calls:
         if lbl in stats:
             stats[lbl]["compiles_warmup"] = sum(peer_calls[lbl].compiles[:w])
-            stats[lbl]["compiles_timed"] = timed_compiles[lbl]
-    bad = unreliable({lbl: samples[lbl] for lbl in kept if lbl in samples},
-                     {lbl: samples[lbl] for lbl in kernel_calls}, timed_compiles,
-                     floor=spread_floor)
-    skipped.update(bad)
-    return {"peers": {lbl: stats[lbl] for lbl in kept if lbl in stats and lbl not in bad},
+            stats[lbl]["compiles_timed"] = sum(peer_calls[lbl].compiles[w:])
+            beside, rounds, stop = extra.get(lbl, (samples[next(iter(kernel_calls))], 1, None))
+            stats[lbl].update(PS.peer_numbers(samples[lbl], beside, rounds, stop))
+    skipped.update({lbl: PS.skip(why, PS.UNRELIABLE) for lbl, why in bad.items()})
+    peers = {lbl: stats[lbl] for lbl in kept if lbl in stats and lbl not in bad}
+    return {"peers": peers, "best": PS.best_of(peers),
             "unreliable": {lbl: {**stats[lbl], "reason": bad[lbl]} for lbl in bad},
             "kernels": {lbl: stats[lbl] for lbl in kernel_calls},
-            "skipped": skipped, "rel_l2": rel, "build_s": build_s,
+            "skipped": skipped, "rel_l2": rel, "build_s": build_s, "rounds_max": max_rounds,
             "timing_s": time.monotonic() - t0 - build_s}

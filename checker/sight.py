@@ -48,13 +48,13 @@ def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args:
                kernel_path: str | None, warmup: int, reps: int, min_warm_s: float,
                ref_fn=None, make_call=None, backend: str = "inductor", always_profile: bool = False,
                stop=None, kernel_sha256: str | None = None,
-               spread_floor: float | None = None) -> None:
+               max_rounds: int | None = None) -> None:
     """Add `peers` and `profile` to the result line (either may be absent). The candidate is
     reached only through `kernel_call()` (the ms of one flushed, timed call: in a judge, the
     worker's timed call) and `profile_call(gpu_ms)` (kernelprofile.profile where the kernel
     lives: in a judge, a worker request); the peers run here on `args`, flushed by `flush`
-    (`make_call(peer_fn)`: its timed call, CUDA events by default; `spread_floor`: the spread
-    a peer may always have, peers.SPREAD_FLOOR by default). `always_profile`: a promoted
+    (`make_call(peer_fn)`: its timed call, CUDA events by default; `max_rounds`: the rounds a
+    noisy peer is timed in at most, peerstats.MAX_ROUNDS by default). `always_profile`: a promoted
     candidate's look after its decision (the bar was met). `stop()` true: a job waits for the
     GPU; Preempted is raised before the profile or ncu would start, and ncu is stopped."""
     make_call = make_call or (lambda f: peers_mod.event_call(torch, f, args, flush, timed_call))
@@ -64,7 +64,7 @@ def look_split(torch, spec: dict, result: dict, kernel_call, profile_call, args:
             result["peers"] = peers_mod.peers_block(
                 torch, spec, args, ref, {"candidate": kernel_call}, make_call, summarize,
                 warmup, reps, min_warm_s, backend=backend, ref_fn=ref_fn,
-                spread_floor=peers_mod.SPREAD_FLOOR if spread_floor is None else spread_floor)
+                **({} if max_rounds is None else {"max_rounds": max_rounds}))
         except Exception as e:   # noqa: BLE001 - the candidate's own failure was caught before
             result["peers"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         result["peers"]["cost_s"] = time.monotonic() - t0
@@ -122,8 +122,8 @@ def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=Non
                    backend="inductor" if device.type == "cuda" else "eager",
                    always_profile=getattr(args, "always_profile", False), stop=stop,
                    kernel_sha256=None if args.candidate_torch else args.sources["candidate"][1],
-                   # the host clock (interpret mode) measures nothing: no spread rule there
-                   spread_floor=None if device.type == "cuda" else float("inf"))
+                   # the host clock (interpret mode) measures nothing: one round there
+                   max_rounds=None if device.type == "cuda" else 1)
     except Preempted:
         raise
     except Exception as e:   # noqa: BLE001 - never fails the job: the verdict stands
@@ -132,8 +132,9 @@ def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=Non
 
 # What a cached second look depends on besides the spec, the kernel, the device and versions:
 # the code that measures it (these files, beside this one).
-CACHE_CODE = ("sight.py", "peers.py", "kernelprofile.py", "ncu.py", "timing.py", "validate.py")
-CACHE_PACKAGES = ("liger_kernel", "quack", "quack_kernels")   # optional peers: installed or not
+CACHE_CODE = ("sight.py", "peers.py", "peerstats.py", "kernelprofile.py", "ncu.py", "timing.py", "validate.py")
+# the optional peers' distributions: installed or not, and which version
+CACHE_PACKAGES = ("liger-kernel", "quack-kernels", "nvidia-cutlass-dsl")
 
 
 def cache_key(torch, spec: dict, args, result: dict) -> str:
@@ -149,6 +150,7 @@ def cache_key(torch, spec: dict, args, result: dict) -> str:
             code.update(f.read())
     kernel = "torch" if args.candidate_torch else args.sources["candidate"][1]   # the judged bytes
     pkgs = {}
+    peers_mod.add_sites()   # a package under KERNLOOP_SITE's folders is found, and its version keyed
     for name in CACHE_PACKAGES:
         try:
             pkgs[name] = metadata.version(name)

@@ -108,6 +108,9 @@ _VARS = [
         "are kept under `<--out>/.cache/sight/` and reused by a later run of the same spec, "
         "baseline, device and versions (docs/warm-judge.md says what the key holds); `0`: "
         "measured anew every run"),
+    Var("KERNLOOP_SITE", str, None, "folders (`:`-separated) the checker adds with `site.addsitedir` "
+        "before importing the optional peers, so a `pip install --target DIR liger-kernel "
+        "quack-kernels` folder works, its .pth files included (QuACK's CUTLASS DSL needs them)"),
     Var("KERNLOOP_PREWARM", ("0", "1"), "1", "`0` makes the checker compile a candidate's kernels "
         "shape by shape instead of all shapes at once in threads (default 1; the GPU path only)"),
     Var("KERNLOOP_NCU", ("auto", "off"), "auto", "`auto` (default): where `ncu` (Nsight Compute) is "

@@ -38,7 +38,7 @@ INJECTED = ("check.py", "spec.json", "candidate.py", "champion.py", "kernloop_en
             "worker.py", "ab.py", "channel.py", "contain.py", "identity.py", "timing.py", "validate.py",
             "lockdown.py", "scratch.py", "tree.py", "clock.py", "source.py", "sides.py", "serve.py", "pool.py",
             "compilewarm.py", "compileonce.py", "promotion.py",
-            "sight.py", "peers.py", "kernelprofile.py", "ncu.py")   # the second look's, too
+            "sight.py", "peers.py", "peerstats.py", "kernelprofile.py", "ncu.py")   # the second look's, too
 
 
 @pytest.fixture

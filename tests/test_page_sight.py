@@ -22,7 +22,8 @@ from kernloop.trajectory import RunLog, read_events  # noqa: E402
 SAMPLE = ROOT / "tests" / "fixtures" / "sample_run"
 PEERS = {"peers": {"torch.mm (cuBLAS)": {"median_ms": 0.1780, "mean_ms": 0.1783, "std_ms": 0.0011},
                    "torch.compile": {"median_ms": 0.1802, "mean_ms": 0.1806, "std_ms": 0.0009}},
-         "kernels": {"candidate": {"median_ms": 1.15}}, "skipped": {"liger": "liger-kernel is not installed"}}
+         "kernels": {"candidate": {"median_ms": 1.15}}, "skipped": {"liger": "liger-kernel is not installed"},
+         "best": {"name": "torch.mm (cuBLAS)", "median_ms": 0.1780, "spread": 0.012, "ci": 0.002, "n": 50, "rounds": 1}}
 PROFILE = {"kernels": [kernel_summary("matmul_kernel", 168, 0, 98304, 8, (512, 1, 1), SM_LIMITS[(9, 0)], 132)],
            "sms": 132, "launch": {"host_us": 24.0, "b2b_ms": 0.31}, "verdict": launch_bound(0.31, 0.31, 24.0)}
 FINDINGS = [{"rule": "bound", "text": "compute-bound: 612 TFLOP/s, 77% of the 790 TFLOP/s matmul ceiling"},
@@ -62,7 +63,8 @@ def test_peers_final_line_and_diagnosis_on_the_page(tmp_path):
     text = re.sub(r"\s+", " ", Parsed(html).text())
     # header: the peers fastest first with their medians, what was skipped, the final line
     assert "Peers (median, baseline job) torch.mm (cuBLAS) 0.1780 ms ± 0.0011 · torch.compile 0.1802 ms" in text
-    assert "Peers not timed or not used liger: liger-kernel is not installed" in text
+    assert "Peers not timed or not used liger (not installed): liger-kernel is not installed" in text
+    assert "Best peer torch.mm (cuBLAS) 0.1780 ms, spread 1.2%, 95% CI ±0.2% over 50 reps" in text
     assert "0.57x the best peer (torch.mm (cuBLAS) 0.1780 ms); without liger (liger-kernel is not installed)" in text
     # chart: one labelled dashed line per peer, at its mean
     assert html.count('class="peerl"') == 2

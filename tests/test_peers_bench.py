@@ -17,7 +17,10 @@ def _job(event, wall, sight=None, end=3.0, **result):
 
 
 def test_digest_takes_the_champion_and_its_peers_from_the_final_job():
-    final_peers = {"peers": {"torch.softmax": {"median_ms": 0.1270}, "liger": {"median_ms": 0.0338}},
+    final_peers = {"peers": {"torch.softmax": {"median_ms": 0.1270},
+                             "liger": {"median_ms": 0.0338, "rel_spread": 0.083, "ci_half": 0.008, "rounds": 6,
+                                       "stop": "95% CI within ±1%", "n_timed": 300}},
+                   "best": {"name": "liger", "median_ms": 0.0338, "spread": 0.083, "ci": 0.008, "n": 300, "rounds": 6},
                    "kernels": {"candidate": {"median_ms": 0.0451}},
                    "skipped": {"quack": "LookupError: quack-kernels is not installed",
                                "torch.compile": "unreliable: spread 21.0% of its median"},
@@ -33,7 +36,9 @@ def test_digest_takes_the_champion_and_its_peers_from_the_final_job():
     events[4]["result"]["peers"] = final_peers
     d = digest(events)
     assert d["peers_job"] == "final" and d["champion_median_ms"] == 0.0451 and d["baseline_median_ms"] == 0.0657
-    assert d["best_peer"] == {"label": "liger", "median_ms": 0.0338}
+    assert d["best_peer"] == {"label": "liger", "median_ms": 0.0338, "spread": 0.083, "ci": 0.008, "n": 300,
+                              "rounds": 6}   # the log's `best`, never chosen again here
+    assert d["peers"]["liger"]["rounds"] == 6 and d["peers"]["liger"]["stop"] == "95% CI within ±1%"
     assert round(d["champion_vs_best_peer"], 3) == 0.749          # behind Liger: said, not flattered
     assert set(d["skipped"]) == {"quack", "torch.compile"} and "torch.compile" not in d["peers"]
     assert (d["iterations"], d["promotions"]) == (2, 1)

@@ -45,7 +45,9 @@ RESULT = {   # the judge's result line for a baseline job on an H200 (hand-writt
     "peers": {"peers": {"torch.softmax": {"median_ms": 0.1274}, "liger": {"median_ms": 0.0325},
                         "torch.compile": {"median_ms": 0.0822}},
               "kernels": {"candidate": {"median_ms": 0.0669}},
-              "skipped": {"quack": "LookupError: quack-kernels is not installed or did not import"}},
+              "best": {"name": "liger", "median_ms": 0.0325, "spread": 0.083, "ci": 0.008, "n": 300, "rounds": 6},
+              "skipped": {"quack": {"reason": "quack-kernels is not installed or did not import",
+                                    "kind": "not installed", "install": "pip install quack-kernels"}}},
     "profile": {"candidate": {"kernels": [KERNEL], "sms": 132,
                               "launch": {"host_us": 21.0, "b2b_ms": 0.067},
                               "verdict": launch_bound(0.0669, 0.067, 21.0),
@@ -76,9 +78,10 @@ def test_prompt_holds_device_peers_time_to_beat_diagnosis_and_configs():
                  "memory-bound: 2.00 TB/s, 48% of the measured copy bandwidth (4.20 TB/s) and 42% of the "
                  "datasheet peak (4.80 TB/s)",
                  "liger 0.0325 ms, torch.compile 0.0822 ms, torch.softmax 0.1274 ms",
-                 "Time to beat: 0.0325 ms (liger); the champion takes 0.0669 ms, 0.49x the best peer's speed; "
-                 "best of the peers timed, without quack (below).",
-                 "(peer quack not timed or not used: LookupError: quack-kernels is not installed or did not import)",
+                 "Time to beat: liger 0.0325 ms, spread 8.3%, 95% CI ±0.8% over 300 reps; the champion takes "
+                 "0.0669 ms, 0.49x the best peer's speed; best of the peers timed, without quack (below).",
+                 "(peer quack not timed or not used, not installed: quack-kernels is not installed or did not "
+                 "import; pip install quack-kernels)",
                  "Compiled kernel `_softmax_kernel`: 32 registers/thread, 0 spilled",
                  "Host launch cost: 21 µs of host time per call",
                  "- DRAM bytes 202 MB read vs 67.1 MB compulsory (3.0x)",

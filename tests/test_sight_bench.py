@@ -23,7 +23,7 @@ def test_dry_run_writes_side_by_side_and_peers(tmp_path):
     assert {"naive baseline", "F.rms_norm", "torch.compile"} <= set(peers["stats"])
     assert peers["stats"]["naive baseline"]["n"] == 2
     if not d["liger"]:
-        assert "liger-kernel is not installed" in peers["skipped"]["liger"]
+        assert "liger-kernel is not installed" in peers["skipped"]["liger"]["reason"]
 
 
 def test_nebius_entry_bench_on_the_cpu(tmp_path):

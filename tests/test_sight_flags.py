@@ -93,7 +93,10 @@ def test_look_split_with_peers_times_them_beside_the_candidate(monkeypatch):
                [x], lambda: None, reference(torch, spec, [x], torch.float64), summarize, True, True,
                "spec.json", "k.py", 1, 3, 0.0, make_call=lambda f: _host(f, [x]), backend="eager")
     blk = result["peers"]
-    assert {"torch.softmax", "torch.compile"} <= set(blk["peers"]) and blk["kernels"]["candidate"]["n"] == 3
+    assert {"torch.softmax", "torch.compile"} <= set(blk["peers"]) and blk["kernels"]["candidate"]["n"] % 3 == 0
+    for p in ("torch.softmax", "torch.compile"):   # a noisy peer (the host clock) timed in more rounds of 3 reps
+        assert 1 <= blk["peers"][p]["rounds"] <= 8 and blk["peers"][p]["n_timed"] == 3 * blk["peers"][p]["rounds"]
+    assert blk["best"]["name"] in blk["peers"]
     assert blk["cost_s"] > 0
     assert "liger" in blk["skipped"] or "liger" in blk["peers"]   # the optional package: either way, said
     assert "profile" in result   # a job with peers (baseline, final) always profiles

@@ -134,7 +134,8 @@ def test_compare_expressions_compute_the_reference(name):
     env_g = {"torch": torch, "F": torch.nn.functional, "math": math}
     peers, skipped = build(torch, s.to_checker(), with_compile=False)
     for label, why in skipped.items():   # only an optional package may be missing
-        assert ("liger-kernel is not installed" in why or "quack-kernels is not installed" in why), \
+        assert why["kind"] == "not installed" and ("liger-kernel is not installed" in why["reason"]
+                                                   or "quack-kernels is not installed" in why["reason"]), \
             f"{name} compare {label!r}: {why}"
     assert set(peers) | set(skipped) == set(s.compare)
     for shape in s.check_shapes:

@@ -31,7 +31,7 @@ CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "
                    "timing.py", "validate.py", "sides.py", "serve.py", "pool.py", "compilewarm.py",
                    "compileonce.py", "promotion.py")
 # what the judge imports only for --peers / --profile-kernel, staged beside it
-CHECKER_SIGHT = [CHECKER_DIR / n for n in ("sight.py", "peers.py", "kernelprofile.py", "ncu.py")]
+CHECKER_SIGHT = [CHECKER_DIR / n for n in ("sight.py", "peers.py", "peerstats.py", "kernelprofile.py", "ncu.py")]
 SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
                     "correctness by the Triton interpreter on the CPU)")
 

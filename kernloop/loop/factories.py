@@ -1,6 +1,7 @@
 """Factories of the loop's parts chosen on the command line: the backend and the proposer."""
 from __future__ import annotations
 
+from kernloop import needs
 from kernloop.errors import KernLoopError
 from kernloop.backends.local import Backend, BackendError, LocalBackend, SyntheticBackend, cuda_visible
 from kernloop.backends.nebius_cli import CliMissing
@@ -54,6 +55,9 @@ def make_proposer(kind: str, spec, seed: int):
             if kind == "llm":
                 raise ProposerError(f"the LLM proposer is unavailable: {e}") from None
         else:
+            wanted = kind == "llm" or nemotron_client.config_from_env() is not None   # an LLM run
+            if missing := needs.errors(needs.Found(openai=needs.installed("openai")), False, wanted):
+                raise ProposerError(missing[0])   # one line naming what to pip install, never a traceback
             llm = nemotron_client.from_env()   # settings.SettingsError names a bad variable
         if kind == "llm" and llm is None:
             raise ProposerError("--proposer llm needs KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL")

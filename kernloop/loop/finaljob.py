@@ -31,10 +31,9 @@ def final_job(st, spec, backend: Backend, run_dir: Path, log, stopped: str) -> d
 
 def final_summary(st, fres: dict | None, speedup: float | None, synthetic: bool) -> str:
     """The final terminal line: the champion's median beside the best peer's, both from one job
-    (the final job, or the baseline's when the baseline is still the champion); the baseline
-    ratio is the loop's (means, as decided)."""
+    (the final job, or the baseline's when the baseline is still the champion; the best peer is
+    that job's logged `best`); the baseline ratio is the loop's (means, as decided)."""
     block = (fres or {}).get("peers") if fres else (st.peers_block if st.champion_id == "baseline" else None)
     kernel = ((block or {}).get("kernels") or {}).get("candidate") or {}
     champ_ms = kernel.get("median_ms") or st.champion_profile.get("mean_ms")
-    return briefing.final_line(champ_ms, speedup, (block or {}).get("peers") if kernel else None, synthetic,
-                               (block or {}).get("skipped") if kernel else None)
+    return briefing.final_line(champ_ms, speedup, block if kernel else None, synthetic)

@@ -7,6 +7,7 @@ no peer, profile or counter exists, and the text says so.
 """
 from __future__ import annotations
 
+from checker.peerstats import NOT_INSTALLED, fmt_pct, skip_parts
 from kernloop.standing.diagnosis import ceiling_kinds, sig
 
 NO_PEERS_SYNTHETIC = "peers are not timed on the synthetic backend"
@@ -51,31 +52,77 @@ def _clip(text: str, n: int = WHY_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
+def best_text(best: dict | None) -> str:
+    """'liger 0.0414 ms, spread 8.3%, 95% CI ±0.8% over 300 reps': the log's `best` block in words."""
+    b = best or {}
+    text = f"{b.get('name', '?')} {ms(b.get('median_ms'))}"
+    if isinstance(b.get("spread"), (int, float)):
+        text += f", spread {fmt_pct(b['spread'])}"
+    if isinstance(b.get("ci"), (int, float)):
+        text += f", 95% CI ±{fmt_pct(b['ci'])}"
+    if b.get("n"):
+        text += f" over {b['n']} reps"
+    return text
+
+
+def not_installed(skipped: dict | None) -> list[str]:
+    """'quack not installed (pip install quack-kernels)' for each peer whose package is missing."""
+    out = []
+    for lbl, entry in sorted((skipped or {}).items()):
+        _why, kind, install = skip_parts(entry)
+        if kind == NOT_INSTALLED:
+            out.append(f"{lbl} not installed ({install})" if install else f"{lbl} not installed")
+    return out
+
+
 def without(skipped: dict | None, n: int = WHY_CHARS) -> str:
-    """'quack (quack-kernels is not installed…), torch.compile (unreliable: …)': the peers a
-    best-peer ratio was computed without, each with its reason (clipped to `n`)."""
-    return ", ".join(f"{lbl} ({_clip(why, n)})" for lbl, why in sorted((skipped or {}).items()))
+    """'torch.compile (unreliable: …), liger (failed: RuntimeError …)': the peers, other than the
+    ones not installed, a best-peer ratio was computed without, each with its reason (clipped)."""
+    parts = []
+    for lbl, entry in sorted((skipped or {}).items()):
+        why, kind, _install = skip_parts(entry)
+        if kind != NOT_INSTALLED:
+            parts.append(f"{lbl} ({_clip(why if why.startswith(kind) else f'{kind}: {why}', n)})")
+    return ", ".join(parts)
 
 
-def peers_lines(peers: dict | None, champion_ms: float | None, skipped: dict | None = None) -> list[str]:
-    """The peers (medians in the same job), the time to beat, and every peer not timed or not
-    used, with why."""
+def skipped_tail(skipped: dict | None) -> str:
+    """'; quack not installed (pip install quack-kernels); without torch.compile (unreliable: …)'."""
+    tail = "".join(f"; {t}" for t in not_installed(skipped))
+    rest = without(skipped)
+    return tail + (f"; without {rest}" if rest else "")
+
+
+def peers_lines(peers: dict | None, champion_ms: float | None, skipped: dict | None = None,
+                best: dict | None = None) -> list[str]:
+    """The peers (medians in the same job, with spread), the time to beat (the log's `best`), and
+    every peer not timed or not used, with why."""
     ranked = timed_peers(peers)
     lines = []
     if ranked:
         lines.append("Peers (what a user would run instead, timed in the same job as the champion, "
-                     "medians): " + ", ".join(f"{lbl} {ms(t)}" for lbl, t in ranked) + ".")
-        lbl, best = ranked[0]
-        line = f"Time to beat: {ms(best)} ({lbl})"
+                     "medians): " + ", ".join(f"{lbl} {ms(t)}" + _spread(peers[lbl]) for lbl, t in ranked) + ".")
+    if best and best.get("median_ms"):
+        line = f"Time to beat: {best_text(best)}"
         if champion_ms:
-            line += (f"; the champion takes {ms(champion_ms)}, {best / champion_ms:.2f}x the best "
-                     f"peer's speed" + (" (ahead)" if champion_ms < best else ""))
+            line += (f"; the champion takes {ms(champion_ms)}, {best['median_ms'] / champion_ms:.2f}x the best "
+                     f"peer's speed" + (" (ahead)" if champion_ms < best["median_ms"] else ""))
         if skipped:
             line += f"; best of the peers timed, without {', '.join(sorted(skipped))} (below)"
         lines.append(line + ".")
-    for lbl, why in sorted((skipped or {}).items()):
-        lines.append(f"(peer {lbl} not timed or not used: {why})")
+    for lbl, entry in sorted((skipped or {}).items()):
+        why, kind, install = skip_parts(entry)
+        lines.append(f"(peer {lbl} not timed or not used, {kind}: {why}"
+                     + (f"; {install}" if install and install not in why else "") + ")")
     return lines
+
+
+def _spread(s: dict) -> str:
+    """' (spread 8.3%, 6 rounds)' for a peer timed in more than one round, ' (spread 1.2%)' else."""
+    if not isinstance(s, dict) or not isinstance(s.get("rel_spread"), (int, float)):
+        return ""
+    rounds = s.get("rounds")
+    return f" (spread {fmt_pct(s['rel_spread'])}" + (f", {rounds} rounds" if rounds and rounds > 1 else "") + ")"
 
 
 def kernel_line(k: dict) -> str:
@@ -112,7 +159,7 @@ def diagnosis_lines(findings: list[dict] | None) -> list[str]:
 
 def section(device: str | None = None, ceilings: dict | None = None, champion: dict | None = None,
             peers: dict | None = None, peers_skipped: dict | None = None, profile: dict | None = None,
-            findings: list[dict] | None = None, synthetic: bool = False) -> str:
+            findings: list[dict] | None = None, synthetic: bool = False, peers_best: dict | None = None) -> str:
     """The prompt's "where the champion stands" section (empty string if nothing is known)."""
     lines = []
     if synthetic:
@@ -122,7 +169,7 @@ def section(device: str | None = None, ceilings: dict | None = None, champion: d
         lines.append(dl)
     champ_ms = (champion or {}).get("median_ms")
     if not synthetic:
-        lines += peers_lines(peers, champ_ms, peers_skipped)
+        lines += peers_lines(peers, champ_ms, peers_skipped, peers_best)
         lines += profile_lines(profile)
     lines += diagnosis_lines(findings)
     if not lines:
@@ -130,15 +177,16 @@ def section(device: str | None = None, ceilings: dict | None = None, champion: d
     return "## Where the champion stands\n" + "\n".join(lines)
 
 
-def final_line(champion_ms: float | None, speedup: float | None, peers: dict | None,
-               synthetic: bool = False, skipped: dict | None = None) -> str:
-    """'champion 0.0444 ms: 1.51x the baseline, 0.73x the best peer (liger 0.0325 ms); without
-    quack (quack-kernels is not installed …)'.
+def final_line(champion_ms: float | None, speedup: float | None, block: dict | None,
+               synthetic: bool = False) -> str:
+    """'champion 0.0431 ms: 1.51x the baseline, 0.96x the best peer (liger 0.0414 ms, spread 8.3%,
+    95% CI ±0.8% over 300 reps); quack not installed (pip install quack-kernels)'.
 
-    `speedup` is the loop's (baseline mean / champion mean, as decided); the peer ratio is the
-    best peer's median over the champion's, both from one job, and every peer it was computed
-    without (`skipped`: not built, failed, unreliable) is named with its reason on the same
-    line. On a synthetic run the time is labelled MODELED and the line says peers are not timed."""
+    `speedup` is the loop's (baseline mean / champion mean, as decided); the best peer is the
+    peers block's `best` (the checker chose it: never chosen again here), its ratio its median
+    over the champion's, both from one job; every peer skipped is named (a missing package with
+    what to install, any other with its reason). On a synthetic run the time is labelled MODELED
+    and the line says peers are not timed."""
     if not champion_ms:
         return "champion: no time"
     head = f"champion {ms(champion_ms)}{' (MODELED)' if synthetic else ''}"
@@ -146,17 +194,15 @@ def final_line(champion_ms: float | None, speedup: float | None, peers: dict | N
     if speedup:
         parts.append(f"{speedup:.2f}x the baseline")
     if synthetic:   # modeled (or host-clock) times: no peer is compared with them
-        said = NO_PEERS_SYNTHETIC if not timed_peers(peers) else \
+        said = NO_PEERS_SYNTHETIC if not timed_peers((block or {}).get("peers")) else \
             "peers are not compared on a synthetic run (their times are the host clock's)"
         return head + (": " + ", ".join(parts) if parts else "") + f"; {said}"
-    ranked = timed_peers(peers)
-    if ranked:
-        lbl, best = ranked[0]
-        parts.append(f"{best / champion_ms:.2f}x the best peer ({lbl} {ms(best)})")
-    elif peers is not None or skipped:
+    best = (block or {}).get("best")
+    if isinstance(best, dict) and best.get("median_ms"):
+        parts.append(f"{best['median_ms'] / champion_ms:.2f}x the best peer ({best_text(best)})")
+    elif block is not None:
         parts.append("no peer timed")
-    tail = f"; without {without(skipped)}" if skipped else ""
-    return head + (": " + ", ".join(parts) if parts else "") + tail
+    return head + (": " + ", ".join(parts) if parts else "") + skipped_tail((block or {}).get("skipped"))
 
 
 def standing(result: dict | None, side: str = "candidate", cost: dict | None = None,
@@ -169,6 +215,6 @@ def standing(result: dict | None, side: str = "candidate", cost: dict | None = N
     r = result or {}
     pb = r.get("peers") or peers_block or {}
     return {"device": r.get("device"), "ceilings": r.get("ceilings"), "champion": r.get(side),
-            "peers": pb.get("peers"), "peers_skipped": pb.get("skipped"),
+            "peers": pb.get("peers"), "peers_skipped": pb.get("skipped"), "peers_best": pb.get("best"),
             "profile": (r.get("profile") or {}).get(side), "findings": of_result(r, side, cost),
             "synthetic": bool(synthetic or r.get("synthetic"))}

@@ -5,7 +5,8 @@ import datetime as _dt
 import shlex
 from pathlib import Path
 
-from kernloop.standing.briefing import NO_PEERS_SYNTHETIC
+from checker.peerstats import fmt_pct, skip_parts
+from kernloop.standing.briefing import NO_PEERS_SYNTHETIC, best_text
 from kernloop.view import chart
 from kernloop.view.cardview import (VERDICTS, RunFiles, build_iteration, build_research, diagnosis_texts, profile_texts,
                       rel_rows, roof_headline, roof_rows, stats_rows, verdict_of)
@@ -29,9 +30,15 @@ LEVELS = (
 )
 
 
-def peers_of(events) -> tuple[list[dict], str, list[str]]:
+def _pct(x) -> str:
+    """'8.3%' for a finite fraction, '' else."""
+    return fmt_pct(finite(x)) if finite(x) is not None else ""
+
+
+def peers_of(events) -> tuple[list[dict], str, list[str], str]:
     """The peers of the newest job that timed them (the final job, else the baseline's), fastest
-    first: ([{label, median_ms, mean_ms, std_ms}], which job, ["label: why skipped"])."""
+    first: ([{label, median_ms, mean_ms, std_ms, spread, ci, rounds}], which job, ["label (kind):
+    why skipped"], the best peer in words as that job's `best` names it (never chosen again))."""
     for ev in reversed(events):
         if ev.get("event") not in ("final", "baseline"):
             continue
@@ -39,13 +46,21 @@ def peers_of(events) -> tuple[list[dict], str, list[str]]:
         if not block:
             continue
         rows = [{"label": as_text(k), "median_ms": finite(as_dict(s).get("median_ms")),
-                 "mean_ms": finite(as_dict(s).get("mean_ms")), "std_ms": finite(as_dict(s).get("std_ms"))}
+                 "mean_ms": finite(as_dict(s).get("mean_ms")), "std_ms": finite(as_dict(s).get("std_ms")),
+                 "spread": _pct(as_dict(s).get("rel_spread")), "ci": _pct(as_dict(s).get("ci_half")),
+                 "rounds": as_int(as_dict(s).get("rounds"))}
                 for k, s in as_dict(block.get("peers")).items()]
         rows = sorted((r for r in rows if r["median_ms"]), key=lambda r: r["median_ms"])
-        skipped = [clip(f"{as_text(k)}: {as_text(v)}", 300)[0] for k, v in as_dict(block.get("skipped")).items()]
+        skipped = []
+        for k, v in as_dict(block.get("skipped")).items():
+            why, kind, install = skip_parts(v)
+            text = f"{as_text(k)} ({kind}): {as_text(why)}"
+            text += f" ({install})" if install and install not in why else ""
+            skipped.append(clip(text, 300)[0])
+        best = as_dict(block.get("best"))
         job = "final champion" if ev.get("event") == "final" else "baseline"
-        return rows, job, skipped
-    return [], "", []
+        return rows, job, skipped, clip(best_text(best), 300)[0] if best.get("name") else ""
+    return [], "", [], ""
 
 
 def join_sight(card: dict, sight: dict | None) -> None:
@@ -95,9 +110,9 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         if b and b not in backends:
             backends.append(b)
     items, iters, research = _cards(events, ctx, warnings)
-    peers, peers_job, peers_skipped = peers_of(events)
+    peers, peers_job, peers_skipped, peers_best = peers_of(events)
     view = {
-        "peers": peers, "peers_job": peers_job, "peers_skipped": peers_skipped,
+        "peers": peers, "peers_job": peers_job, "peers_skipped": peers_skipped, "peers_best": peers_best,
         "peers_note": NO_PEERS_SYNTHETIC if synthetic and not peers else "",
         "final_line": clip(as_text(end.get("final_line")), 1200)[0] if end.get("final_line") else "",
         "run_id": as_text(start.get("run_id")) or as_text(events[0].get("run_id") if events else "") or run_dir.name,
