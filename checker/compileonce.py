@@ -21,7 +21,7 @@ shape alone before its A/B (judge.check_first) would otherwise wait for it after
 
 Harness code, installed by the worker at start-up, before any kernel exists (`install`); a
 Triton without these internals is left as it is (`installed` says which parts took). Flat
-sibling of worker.py; stdlib at import, Triton only inside `install`.
+used by worker.py; stdlib at import, Triton only inside `install`.
 """
 from __future__ import annotations
 

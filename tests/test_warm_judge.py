@@ -153,9 +153,9 @@ def test_a_worker_holds_one_kernel_for_its_whole_life(tmp_path):
     import hashlib
 
     import torch
-    sys.path.insert(0, str(ROOT / "checker"))
-    import channel
-    w = channel.WorkerProc("candidate", str(ROOT / "checker" / "worker.py"), {**os.environ, **INTERPRET},
+    from checker import channel
+    (tmp_path / "scratch").mkdir()
+    w = channel.WorkerProc("candidate", str(tmp_path / "scratch"), {**os.environ, **INTERPRET},
                            ["--interpret"])
     arena = channel.Arena(torch, torch.device("cpu"), 1 << 16, folder=str(tmp_path))
     try:
@@ -373,8 +373,7 @@ def test_the_baselines_second_look_is_reused_by_a_later_run_with_the_same_key(tm
 
 
 def test_a_candidate_is_kept_for_the_next_job_only_when_it_may_be_promoted(tmp_path):
-    sys.path.insert(0, str(ROOT / "checker"))
-    import pool
+    from checker import pool
     stats = lambda m, med: {"mean_ms": m, "median_ms": med}   # noqa: E731
     win = {"ok": True, "candidate": stats(0.90, 0.91), "champion": stats(1.0, 1.0)}
     assert pool.may_be_promoted(win, 0.02)
