@@ -12,6 +12,7 @@ libraries) only.
 """
 from __future__ import annotations
 
+import importlib
 import math
 import statistics
 import time
@@ -43,7 +44,7 @@ def liger_namespace():
                             ("rms_norm", "rms_norm", "LigerRMSNormFunction"),
                             ("layer_norm", "layer_norm", "LigerLayerNormFunction")):
         try:
-            ns[short] = getattr(__import__(f"liger_kernel.ops.{mod}", fromlist=[cls]), cls).apply
+            ns[short] = getattr(importlib.import_module(f"liger_kernel.ops.{mod}"), cls).apply
         except Exception as e:   # noqa: BLE001 - this release lacks it: named if a peer asks
             errors.append(f"{short}: {type(e).__name__}: {str(e)[:120]}")
     if not ns:
