@@ -152,8 +152,8 @@ def sys_path_changes(files) -> list[tuple[str, str]]:
                 hit = any(ast.unparse(t).startswith("sys.path") for t in targets)
             if hit:
                 out.append((p.relative_to(ROOT).as_posix() if p.is_relative_to(ROOT) else str(p),
-                            lines[n.lineno - 1].strip()))
-    return out
+                            n.lineno, lines[n.lineno - 1].strip()))
+    return [(f, line) for f, _, line in sorted(out)]
 
 
 def test_the_checker_imports_its_siblings_relatively_and_nothing_of_kernloop():
