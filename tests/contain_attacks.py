@@ -14,6 +14,7 @@ import ctypes, os, signal, subprocess, sys
 JUDGE, ORCH, MARK = os.getppid(), {orch}, "{mark}"
 TARGETS = {{"run": "{run}", "proj": "{proj}", "site": "{site}", "cache": "{cache}", "later": "{later}",
            "tmp": "/tmp", "shm": "/dev/shm"}}
+TARGETS["pkg"] = os.path.dirname(sys.modules["checker"].__file__)   # the checker package it runs from
 _R = []
 def _try(name, fn):
     try:
