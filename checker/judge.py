@@ -37,7 +37,7 @@ import time
 import traceback
 
 T0 = time.monotonic()
-HERE = os.path.dirname(os.path.abspath(__file__))   # the package: its workers import from it
+from . import HERE  # noqa: E402  (the package: its workers import from it)
 from . import ab  # noqa: E402
 from . import channel  # noqa: E402
 from . import clock  # noqa: E402

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import ROOT   # the folder holding the package: the profiled child's cwd
+
 # short name -> ncu metric (Nsight Compute metric names, sm_70 and later)
 METRICS = {
     "dram_read_bytes": "dram__bytes_read.sum",
@@ -153,8 +155,6 @@ def ncu_command(ncu: str, spec_path, kernel_path, log_path, sha256: str | None =
             sys.executable, "-m", "checker.ncu", "--target", "--spec", str(Path(spec_path).resolve()),
             "--kernel", str(Path(kernel_path).resolve()), *(["--sha256", sha256] if sha256 else [])]
 
-
-ROOT = str(Path(__file__).resolve().parent.parent)   # the folder holding the package: the child's cwd
 
 
 def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 120.0,
