@@ -82,7 +82,7 @@ os.waitpid(_pid, 0)
 
 FIVE_PERCENT_LOW = r'''
 import sys
-_T = sys.modules["timing"]            # the worker's own timing module
+_T = sys.modules["checker.timing"]    # the worker's own timing module
 _REAL = _T.timed_call
 class _Low:
     def __init__(self, ev):
