@@ -122,9 +122,10 @@ def landlock(scratch: str, proc_scope: bool, extra_rw: tuple = (), jobs: str | N
     """Enforce a Landlock domain on this (still single-threaded) process and everything it
     starts: every file-system right handled; read and execute everywhere but /proc and the job
     folders (`jobs`: its own; see _read_rules), the checker package (PACKAGE) always readable
-    (a worker imports its own modules after the lock) and never writable; in /proc only its own entry and the non-process
-    files; writes only beneath `scratch` (and the device files above, `extra_rw`); no signal to
-    and no abstract socket of a process outside the domain (ABI 6+). Returns True, or why not."""
+    (a worker imports its own modules after the lock) and never writable (a `scratch` inside
+    it is refused); in /proc only its own entry and the non-process files; writes only beneath
+    `scratch` (and the device files above, `extra_rw`); no signal to and no abstract socket of a
+    process outside the domain (ABI 6+). Returns True, or why not."""
     try:
         ll = _ll()
         abi = ll.abi_version()
