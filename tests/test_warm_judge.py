@@ -308,8 +308,8 @@ def test_second_looks_not_taken_are_said_dropped(tmp_path):
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])
 def test_the_judge_refuses_an_idle_wait_that_is_not_seconds(value):
-    p = subprocess.run([sys.executable, str(ROOT / "checker" / "serve.py"), "--sight-idle-s", value],
-                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    p = subprocess.run([sys.executable, "-m", "checker.serve", "--sight-idle-s", value],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT)
     assert p.returncode == 2 and f"{value!r} is not a number of seconds, 0 or more" in p.stderr, p.stderr
 
 
@@ -354,11 +354,11 @@ def test_the_baselines_second_look_is_reused_by_a_later_run_with_the_same_key(tm
 
     def run(kernel: str) -> dict:
         (tmp_path / "k.py").write_text(kernel)
-        p = subprocess.run([sys.executable, str(ROOT / "checker" / "judge.py"), "--spec", str(tmp_path / "spec.json"),
+        p = subprocess.run([sys.executable, "-m", "checker.judge", "--spec", str(tmp_path / "spec.json"),
                             "--candidate", str(tmp_path / "k.py"), "--champion", str(tmp_path / "k.py"),
                             "--mode", "interpret", "--host-clock", "--peers", "--profile-kernel",
                             "--sight-cache", str(cache), "--draws", "1", "--reps", "3", "--warmup", "1",
-                            "--min-warm-ms", "0"], capture_output=True, text=True, timeout=600)
+                            "--min-warm-ms", "0"], capture_output=True, text=True, timeout=600, cwd=ROOT)
         line = p.stdout[p.stdout.index("{"):]
         return json.loads(line)
     first = run(BASE)
