@@ -1,9 +1,10 @@
 """NebiusBackend: run the checker as a Nebius AI Cloud Serverless Job through the `nebius` CLI.
 
-One candidate = one job. The checker (the second look's modules too), the resolved spec, the
-candidate, the champion and a tiny entry script (checker/nebius_entry.py) are injected into the
-container with `--inject-file`; the container runs `python /kernloop/kernloop_entry.py MODE
-[peers] ncu=auto|off`; KernLoop polls the job to a final state, reads its logs and finds the one
+One candidate = one job. The checker package (every file of checker.files(), at
+/kernloop/checker/<name>.py), the resolved spec, the candidate and the champion are injected into
+the container with `--inject-file`; the container runs the package's stdlib-only launcher,
+`python /kernloop/checker/nebius_entry.py MODE [peers] ncu=auto|off`, which starts `python -m
+checker.check` with cwd /kernloop; KernLoop polls the job to a final state, reads its logs and finds the one
 KERNLOOP_RESULT line with the parser every backend shares (resultline.py).
 
 Peers and the second look are the local backend's, in the same job: the baseline and final jobs
@@ -21,14 +22,13 @@ import json
 import re
 import secrets
 import shlex
-import shutil
 import sys
 import threading
 import time
 from pathlib import Path
 
 from kernloop.backends.local import Backend, failed_result, stage_job
-from kernloop.backends.nebius_batch import BATCH_MARKER, parse_batch_lines, stage_batch
+from kernloop.backends.nebius_batch import BATCH_ENTRY, BATCH_MARKER, parse_batch_lines, stage_batch
 from kernloop.backends.nebius_cli import (FINAL_STATES, CliMissing, CliOut, classify_cli_error, find_cli,
                                  job_id_from_create, job_status, load_json, run_cli)
 from kernloop.backends.nebius_settings import NebiusSettings, settings_from_env
@@ -36,8 +36,7 @@ from kernloop.backends.resultline import MARKER, ResultLineError, parse_result_l
 
 MAX_INJECT_BYTES = 64 * 1024          # --inject-file limit (verified)
 CONTAINER_DIR = "/kernloop"           # absolute, as --inject-file requires
-ENTRY = "kernloop_entry.py"
-ENTRY_SOURCE = Path(__file__).resolve().parent / "checker" / "nebius_entry.py"
+ENTRY = "checker/nebius_entry.py"     # a job's launcher, in the package (the batch's: BATCH_ENTRY)
 LOG_READS = 3                         # the fewest reads of a job's logs before they count as empty
 MAX_GET_FAILURES = 5                  # consecutive failed `get` calls before giving up
 
@@ -68,9 +67,15 @@ def entry_words(settings: NebiusSettings, peers: bool) -> list[str]:
     return [settings.check_mode, *(["peers"] if peers else []), f"ncu={settings.ncu}"]
 
 
-def write_entry(workdir: Path) -> Path:
-    """The job's entry script (checker/nebius_entry.py), beside the other injected files."""
-    return Path(shutil.copyfile(ENTRY_SOURCE, Path(workdir) / ENTRY))
+def inject_args(files: dict[str, Path], workdir: Path) -> list[str]:
+    """`--inject-file local:remote`, one per staged file: its path relative to `workdir` (where
+    the CLI runs; no ':' in it) on both sides, the remote under CONTAINER_DIR (the package's files
+    land in /kernloop/checker/)."""
+    out = []
+    for path in files.values():
+        rel = Path(path).resolve().relative_to(Path(workdir).resolve()).as_posix()
+        out += ["--inject-file", f"{rel}:{CONTAINER_DIR}/{rel}"]
+    return out
 
 
 # ---------------------------------------------------------------- one job
@@ -86,6 +91,7 @@ class _Job:
         self.states: list[list] = []
         self.details: dict = {}
         self.journal: list[str] = []
+        self.entry = ENTRY                               # the launcher, relative to CONTAINER_DIR
         self.words: list[str] = [settings.check_mode]   # the entry's arguments after its path
 
     def elapsed(self) -> float:
@@ -161,24 +167,22 @@ class NebiusBackend(Backend):
                 + ("timeout" if out.timed_out else f"exit {out.returncode}"), echo=False)
         return out
 
-    def _create_args(self, job: _Job, files: dict[str, Path]) -> list[str]:
+    def _create_args(self, job: _Job, files: dict[str, Path], workdir: Path) -> list[str]:
         s = job.settings
         args = ["ai", "job", "create", "--name", job.name, "--image", s.image,
                 "--platform", s.platform, "--preset", s.preset, "--timeout", s.job_timeout,
                 "--disk-size", s.disk, "--container-command", "python",
-                "--args", " ".join([f"{CONTAINER_DIR}/{ENTRY}", *job.words])]   # no spaces inside
+                "--args", " ".join([f"{CONTAINER_DIR}/{job.entry}", *job.words])]   # no spaces inside
         for flag, value in (("--parent-id", s.parent_id), ("--subnet-id", s.subnet_id)):
             if value:
                 args += [flag, value]
-        for path in files.values():   # relative names: the CLI runs in workdir, no ':' in paths
-            args += ["--inject-file", f"{path.name}:{CONTAINER_DIR}/{path.name}"]
-        return args + ["--async", "--format", "json"]
+        return args + inject_args(files, workdir) + ["--async", "--format", "json"]
 
     # -- the steps of one job
 
     def _submit(self, job: _Job, files: dict[str, Path], workdir: Path) -> str | None:
         """Create the job; return an error message, or None with job.id set."""
-        out = self._cli(job, self._create_args(job, files), cwd=workdir)
+        out = self._cli(job, self._create_args(job, files, workdir), cwd=workdir)
         if not out.ok and not out.timed_out:
             what, hint = classify_cli_error(out.stderr + out.stdout)
             return (f"nebius: {what}, no job was created ({out.why()})"
@@ -286,7 +290,6 @@ class NebiusBackend(Backend):
         job = _Job(self.settings.for_spec(spec), self.say)
         job.words = entry_words(job.settings, peers and self.times_peers)
         files = stage_job(spec, candidate and Path(candidate), champion and Path(champion), workdir)
-        files["entry"] = write_entry(workdir)
         return self._guarded(job, workdir, lambda: self._run_job(job, spec, files, workdir),
                              lambda why: self._fail(job, why))
 
@@ -325,7 +328,8 @@ class NebiusBackend(Backend):
         workdir.mkdir(parents=True, exist_ok=True)
         job = _Job(self.settings.for_spec(spec), self.say)
         cids = [cid for cid, _ in candidates]
-        files = stage_batch(spec, candidates, champion, workdir, ENTRY)
+        job.entry = BATCH_ENTRY
+        files = stage_batch(spec, candidates, champion, workdir)
         def run() -> list[dict]:
             err = self._start_and_wait(job, spec, files, workdir)
             return [self._fail(job, err)] * len(cids) if err else self._collect_batch(job, workdir, cids)

@@ -33,8 +33,8 @@ import torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 root, cc, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "warm"
-sys.path.insert(0, root + "/checker")
-import compilewarm
+sys.path.insert(0, root)
+from checker import compilewarm
 out = {"import_s": round(time.monotonic() - t0, 3)}
 if warm:
     out["warm"] = compilewarm.warm(cc)

@@ -22,11 +22,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "checker"))
+sys.path.insert(0, str(ROOT))
 
-import channel  # noqa: E402
-import lockdown  # noqa: E402
-import scratch  # noqa: E402
+from checker import channel, lockdown, scratch  # noqa: E402
 
 SETS = ["none", "landlock", "landlock,proc", "seccomp", "uid", "no_bytecode", "own_cache", "all"]
 
@@ -38,9 +36,9 @@ def one(layers: str, gpu: bool, torch, device) -> dict:
     env = scratch.worker_env(os.environ, d, "own_cache" in lockdown.parse_layers(layers))
     if not gpu:
         env["TRITON_INTERPRET"] = "1"
-    extra = ([] if gpu else ["--interpret"]) + ["--scratch", d, "--layers", layers, "--uid", str(uid)]
+    extra = ([] if gpu else ["--interpret"]) + ["--layers", layers, "--uid", str(uid)]
     t0 = time.monotonic()
-    w = channel.WorkerProc("candidate", str(ROOT / "checker" / "worker.py"), env, extra, cwd=d)
+    w = channel.WorkerProc("candidate", d, env, extra)
     try:
         ready = w.reply(300)
         t_ready = time.monotonic() - t0
@@ -62,7 +60,6 @@ def one(layers: str, gpu: bool, torch, device) -> dict:
 
 
 def _baseline() -> Path:
-    sys.path.insert(0, str(ROOT))
     from kernloop.spec import load_spec
     return load_spec(ROOT / "specs" / "matmul.yaml").baseline
 

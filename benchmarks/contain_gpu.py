@@ -67,11 +67,12 @@ class Bench:
         self.n = 0
 
     def checker(self, d: Path, names: dict) -> list[str]:
-        """check.py (--judge cold), or the same flags through a warm judge from the staged
-        folder (tests/warm_check.py: checker/serve.py, the local backend's default path)."""
+        """`-m checker.check` (--judge cold; the stand-in's cwd is the staged folder holding
+        checker/), or the same flags through a warm judge from that package (tests/warm_check.py:
+        `-m checker.serve`, the local backend's default path)."""
         if self.a.judge == "cold":
-            return [sys.executable, names["check"]]
-        return [sys.executable, str(ROOT / "tests" / "warm_check.py"), "--serve", str(d / "serve.py")]
+            return [sys.executable, "-m", "checker.check"]
+        return [sys.executable, str(ROOT / "tests" / "warm_check.py"), "--root", str(d)]
 
     def left(self) -> float:
         return self.a.budget_s - (time.monotonic() - self.t0)
@@ -84,7 +85,7 @@ class Bench:
         self.n += 1
         d = self.tmp / f"job{self.n:03d}"
         out = self.tmp / f"standin{self.n}.json"
-        names = {k: str(d / f"{k}.py") for k in ("check", "spec", "candidate", "champion")}
+        names = {k: str(d / f"{k}.py") for k in ("spec", "candidate", "champion")}
         names["spec"] = str(d / "spec.json")
         cmd = [sys.executable, str(STANDIN), str(out), str(timeout), str(d), "seam" if seam else "noseam",
                "--", *self.checker(d, names), "--spec", names["spec"], "--candidate",

@@ -36,7 +36,7 @@ def main() -> int:
         work = Path(tempfile.mkdtemp())
         f = stage_job(spec, spec.baseline, spec.baseline, work)
         env = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if a.mode == "interpret" else {}
-        out = run_child([sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate",
+        out = run_child([sys.executable, "-m", "checker.check", "--spec", str(f["spec"]), "--candidate",
                          str(f["candidate"]), "--champion", str(f["champion"]), "--mode", a.mode,
                          "--no-timing", "--draws", str(a.draws)], 600, cwd=str(work), env_extra=env)
         r = parse_child(out, "local", False, None)

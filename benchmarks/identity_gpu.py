@@ -56,9 +56,9 @@ except Exception as e:
 
 _COST = """
 import json, sys, time
-sys.path.insert(0, "checker")
+sys.path.insert(0, ".")
 import torch, triton  # noqa: F401 - imported before the clock, as in a worker
-import identity
+from checker import identity
 identity.prepare()
 raw = open(sys.argv[1], "rb").read()
 t0 = time.perf_counter()

@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "checker"))
-from compileonce import SIG_TYPE  # noqa: E402  (a launcher's type names: the worker's own rule)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from checker.compileonce import SIG_TYPE  # noqa: E402  (a launcher's type names: the worker's own rule)
 
 MAX_LAUNCHERS = 4   # signatures built ahead (each a C compile)
 MAX_ARGS = 64       # arguments of one signature

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A Nebius job's container path on this machine's GPU, without Nebius: the files a job injects,
-staged flat and read-only in a folder standing for /kernloop, and the injected entry run on them
-the way the container runs it (`python /kernloop/kernloop_entry.py <words>`, the words from
+staged read-only in a folder standing for /kernloop (the package as its checker/), and the
+package's launcher run on them the way the container runs it (`python
+/kernloop/checker/nebius_entry.py <words>`, the words from
 nebius_jobs.entry_words, the environment without any KERNLOOP_* variable as in a container).
 
 Two jobs, softmax (specs/softmax.yaml):
@@ -37,7 +38,7 @@ from benchmarks import record  # noqa: E402  (commit, versions, device, command)
 
 from kernloop import settings  # noqa: E402
 from kernloop.backends.local import stage_job  # noqa: E402
-from nebius_jobs import CONTAINER_DIR, ENTRY, MAX_INJECT_BYTES, entry_words, oversized, write_entry  # noqa: E402
+from nebius_jobs import CONTAINER_DIR, ENTRY, MAX_INJECT_BYTES, entry_words, oversized  # noqa: E402
 from kernloop.backends.nebius_settings import NebiusSettings  # noqa: E402
 from kernloop.backends.resultline import parse_result_line, validate_result  # noqa: E402
 from kernloop.spec import load_spec  # noqa: E402
@@ -47,9 +48,8 @@ BY_HAND = ROOT / "benchmarks" / "by_hand" / "softmax.py"
 
 
 def stage(spec, candidate: Path, champion: Path, root: Path) -> dict[str, Path]:
-    """The files one job injects, flat under `root` (the container's /kernloop), read-only."""
+    """The files one job injects, under `root` (the container's /kernloop), read-only."""
     files = stage_job(spec, candidate, champion, root)
-    files["entry"] = write_entry(root)
     big = oversized(files)
     if big:
         raise SystemExit(f"over the {MAX_INJECT_BYTES // 1024} KiB inject limit: {', '.join(big)}")
@@ -60,7 +60,7 @@ def stage(spec, candidate: Path, champion: Path, root: Path) -> dict[str, Path]:
 
 def run_job(name: str, words: list[str], root: Path, timeout_s: float) -> dict:
     """The container's command on the staged folder; its result line and what came with it."""
-    argv = [sys.executable, str(root / ENTRY), *words]   # the job: python /kernloop/kernloop_entry.py
+    argv = [sys.executable, str(root / ENTRY), *words]   # the job: python /kernloop/checker/nebius_entry.py
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNLOOP_")}
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -162,7 +162,7 @@ def main(argv=None) -> int:
             jobs.append(job)
             print(gist(job), flush=True)
             bad += check(job, peers)
-            for p in root.iterdir():   # writable again, for the clean-up
+            for p in (q for q in root.rglob("*") if q.is_file()):   # writable again, for the clean-up
                 p.chmod(stat.S_IRUSR | stat.S_IWUSR)
     summary = {"mode": a.mode, "KERNLOOP_NCU": ns.ncu, "ncu_on_path": shutil.which("ncu"),
                "total_s": round(time.monotonic() - t0, 1), "problems": bad, "jobs": jobs}

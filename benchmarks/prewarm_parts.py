@@ -50,9 +50,8 @@ base, layers = plan.split("@")
 shapes, sigs = json.loads(sys.argv[6]), json.loads(sys.argv[7])
 t0 = time.perf_counter()
 import torch
-sys.path.insert(0, root + "/checker")
-import compileonce, compilewarm, lockdown, timing, worker
 sys.path.insert(0, root)
+from checker import compileonce, compilewarm, lockdown, timing, worker
 from benchmarks import launchers
 out = {"plan": plan, "import_s": round(time.perf_counter() - t0, 3), "warm": compilewarm.warm(90)}
 ONCE = ("once", "oncetrace", "oncebusy", "first", "firsttrace")
@@ -102,7 +101,7 @@ mods = set(sys.modules)
 busy = None
 if base == "oncebusy":   # a replacement spare starting beside the prewarm, as pool._take's fill()
     busy = subprocess.Popen([sys.executable, "-c", "import sys, torch; sys.path.insert(0, sys.argv[1]);"
-                             " import compilewarm; compilewarm.warm(90)", root + "/checker"])
+                             " from checker import compilewarm; compilewarm.warm(90)", root])
 t = time.perf_counter()
 if base in ("first", "firsttrace"):   # the timed shape alone: what precedes the A/B
     out["prewarm"] = timing.prewarm(m.matmul, args[:1])
@@ -154,8 +153,7 @@ def trial(plan: str, cand: str, sigs: list) -> dict:
     """One fresh process in a worker-style folder (tmp/ and triton/ in it; chowned to its own id
     when `uid` is in the plan and this is root), removed after."""
     with tempfile.TemporaryDirectory(prefix="kernloop-job-") as job:
-        sys.path.insert(0, str(ROOT / "checker"))
-        import scratch as sc
+        from checker import scratch as sc
         uid = 0x40000000 + os.getpid() % 0x10000 if os.geteuid() == 0 and \
             ("uid" in plan or plan.endswith("@all")) else -1
         os.chmod(job, 0o711)   # as a judge's job folder: passable by a worker under its own id

@@ -13,11 +13,12 @@ import secrets
 import statistics
 import time
 
-import channel
-import clock
-import timing
-import validate as V
-from validate import Reject
+from . import channel
+from . import clock
+from . import contain
+from . import timing
+from . import validate as V
+from .validate import Reject
 
 READY_TIMEOUT_S = 600.0
 
@@ -145,7 +146,7 @@ class TimedSets:
             if "error" in r:
                 raise Reject("harness", f"champion failed to load: {str(r['error'])[:1000]}")
             side.identity = r.get("identity")
-            side.threads0 = __import__("contain").tasks(side.w.proc.pid)
+            side.threads0 = contain.tasks(side.w.proc.pid)
             side.loaded = True
         result.setdefault("identity", {})["champion"] = side.identity
         result.setdefault("containment", {})["champion"] = side.containment

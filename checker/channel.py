@@ -4,7 +4,7 @@ arena of tensors they share (CUDA IPC on the GPU, a shared file mapping on the C
 Judge -> worker messages are pickled (the judge is trusted; a CUDA tensor travels as an IPC
 handle through torch's reductions). Worker -> judge replies are JSON bytes only: the judge never
 unpickles anything a worker sends, so a hostile worker cannot run code in the judge.
-Leaf module (stdlib; torch is passed in or imported lazily).
+Leaf module but for the package's `command` (stdlib; torch is passed in or imported lazily).
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 from multiprocessing.connection import Connection, Pipe
+
+from . import ROOT, command
 
 ALIGN = 1024          # offsets of arena slots: at least the CUDA allocator's own alignment
 BASE_ALIGN = 2 * 2**20   # where the first slot of a GPU arena starts (absolute address)
@@ -153,7 +155,10 @@ def send_reply(conn: Connection, obj: dict) -> None:
 class WorkerProc:
     """The judge's handle on one worker process: spawn, request, reply, kill."""
 
-    def __init__(self, role: str, script: str, env: dict, extra: list[str] = (), cwd: str | None = None):
+    def __init__(self, role: str, scratch: str, env: dict, extra: list[str] = ()):
+        """`python -m checker.worker` from the folder holding the package (ROOT: the package is
+        all it imports of its own); the worker moves into `scratch`, its own folder, itself
+        before its first lock (worker.lock_early), so nothing it writes lands beside the package."""
         self.role = role
         self.conn, child = Pipe(duplex=True)
         fd = child.fileno()
@@ -161,9 +166,9 @@ class WorkerProc:
         # close_fds (the default) closes every descriptor but 0-2 and the pipe: the judge's
         # result descriptor never reaches a worker; its stdout is the judge's stderr.
         # -B: no bytecode written; the worker reads none from a kernel's folder either (lockdown)
-        self.proc = subprocess.Popen([sys.executable, "-B", script, "--role", role, "--fd", str(fd),
-                                      *extra],
-                                     pass_fds=(fd,), stdin=subprocess.DEVNULL, cwd=cwd,
+        argv = command("worker", "--role", role, "--fd", str(fd), "--scratch", scratch, *extra)
+        self.proc = subprocess.Popen([argv[0], "-B", *argv[1:]],
+                                     pass_fds=(fd,), stdin=subprocess.DEVNULL, cwd=ROOT,
                                      stdout=sys.stderr.fileno(), env=env, close_fds=True)
         child.close()
         self.pending = 0

@@ -20,8 +20,8 @@ the compile ends the launcher is in this worker's Triton cache. A judge that che
 shape alone before its A/B (judge.check_first) would otherwise wait for it after the compile.
 
 Harness code, installed by the worker at start-up, before any kernel exists (`install`); a
-Triton without these internals is left as it is (`installed` says which parts took). Flat
-sibling of worker.py; stdlib at import, Triton only inside `install`.
+Triton without these internals is left as it is (`installed` says which parts took). Used by
+worker.py; stdlib at import, Triton only inside `install`.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ spare pays it while it waits instead of inside a candidate's job.
 Compiled for an explicit target (`cuda`, the judge's compute capability): nothing touches the
 device, so a spare may do it while another candidate is timed (it is CPU work, like the torch
 import the spare already does then). The result goes nowhere but the worker's own Triton cache.
-Flat sibling of worker.py; Triton is imported only when `warm` runs.
+Used by worker.py; Triton is imported only when `warm` runs.
 """
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ never imports a path: it receives the bytes, registers their text in linecache u
 of its own, compiles and executes them, then asks the installed Triton for both texts of every
 Triton function and compares them with the AST segment of that def in the same bytes (`verify`).
 
-Stdlib only at import (the contract imports `expected`/`mismatch`; the checker folder is copied
-flat into jobs); Triton is imported only by `triton_sources`.
+Stdlib only at import (the contract imports `expected`/`mismatch`; the checker package is
+shipped whole into jobs); Triton is imported only by `triton_sources`.
 """
 from __future__ import annotations
 

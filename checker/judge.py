@@ -7,8 +7,8 @@ arena), the float references, the rounding floors, which timed reps are checked 
 never sent ahead), the statistics, its own clock, and the one `KERNLOOP_RESULT {json}` line it
 prints on stdout whatever happens. Exit status 0 means the line was written (pass or fail).
 
-  python checker/judge.py --spec spec.json (--candidate cand.py | --candidate-torch)
-         (--champion champ.py | --champion-torch) [--mode gpu|interpret] [--no-timing]
+  python -m checker.judge --spec spec.json (--candidate cand.py | --candidate-torch)
+             (--champion champ.py | --champion-torch) [--mode gpu|interpret] [--no-timing]
          [--flush read|rotate|zero|none] [--draws 3] [--warmup N] [--reps N] [--rounds 1]
          [--min-warm-ms 50] [--settle-cycles 500000] [--no-prewarm] [--profile] [--backend NAME]
          [--synthetic] [--peers] [--profile-kernel] [--host-clock] [--contain M] [--layers L]
@@ -37,18 +37,17 @@ import time
 import traceback
 
 T0 = time.monotonic()
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import ab  # noqa: E402  (flat siblings: this folder is what a Nebius job holds)
-import channel  # noqa: E402
-import clock  # noqa: E402
-import contain  # noqa: E402
-import lockdown  # noqa: E402
-import scratch  # noqa: E402
-from sides import ColdPool, no_strays  # noqa: E402
-import source  # noqa: E402
-import validate as V  # noqa: E402
-from validate import Reject  # noqa: E402
+from . import HERE  # noqa: E402  (the package: its workers import from it)
+from . import ab  # noqa: E402
+from . import channel  # noqa: E402
+from . import clock  # noqa: E402
+from . import contain  # noqa: E402
+from . import lockdown  # noqa: E402
+from . import scratch  # noqa: E402
+from .sides import ColdPool, no_strays  # noqa: E402
+from . import source  # noqa: E402
+from . import validate as V  # noqa: E402
+from .validate import Reject  # noqa: E402
 
 MARKER = "KERNLOOP_RESULT "
 SEAM = "arbitrary-python"       # KERNLOOP_TEST_SEAM's one value (tests and bench only)
@@ -166,7 +165,7 @@ def run(args, spec: dict, result: dict, sides: dict, pool) -> None:
     _phase(result, "verdict")
     no_strays()   # before the second look, whose own helpers are the judge's children
     if args.peers or args.profile_kernel:
-        import sight
+        from . import sight
         _phase(result, "sight")
         look = sight.cached_in_judge if getattr(args, "sight_cache", None) else sight.in_judge
         look(torch, spec, args, result, cand, job["timed"], job["device"], job["ref_dtype"])
@@ -208,8 +207,8 @@ def _check(torch, args, result: dict, cand, cases: list, job: dict, allowed, che
 def _the_rest(result: dict, spec: dict, rest: list, check) -> None:
     """After the A/B: the other shapes checked when it may promote the candidate (pool's rule,
     the spec's bar), else named in `unchecked` (never promoted: decision.decide)."""
-    from pool import may_be_promoted
-    from promotion import spec_bar
+    from .pool import may_be_promoted
+    from .promotion import spec_bar
     shapes = list(dict.fromkeys(c["label"] for c in rest))
     if not may_be_promoted(result, spec_bar(spec)):
         result["unchecked"] = {"shapes": shapes, "why": "its A/B cannot promote it: the shapes "

@@ -15,6 +15,7 @@ import errno
 import os
 import sys
 
+PACKAGE = os.path.dirname(os.path.abspath(__file__))   # the checker package: read, never written
 LAYERS = ("landlock", "proc", "uid", "seccomp", "own_cache", "no_bytecode")
 # Writable device files a computing process needs (and every /dev/nvidia*, where they exist).
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/nvidiactl", "/dev/nvidia-uvm",
@@ -120,9 +121,11 @@ def _ll():
 def landlock(scratch: str, proc_scope: bool, extra_rw: tuple = (), jobs: str | None = None) -> object:
     """Enforce a Landlock domain on this (still single-threaded) process and everything it
     starts: every file-system right handled; read and execute everywhere but /proc and the job
-    folders (`jobs`: its own; see _read_rules); in /proc only its own entry and the non-process
-    files; writes only beneath `scratch` (and the device files above, `extra_rw`); no signal to
-    and no abstract socket of a process outside the domain (ABI 6+). Returns True, or why not."""
+    folders (`jobs`: its own; see _read_rules), the checker package (PACKAGE) always readable
+    (a worker imports its own modules after the lock) and never writable (a `scratch` inside
+    it is refused); in /proc only its own entry and the non-process files; writes only beneath
+    `scratch` (and the device files above, `extra_rw`); no signal to and no abstract socket of a
+    process outside the domain (ABI 6+). Returns True, or why not."""
     try:
         ll = _ll()
         abi = ll.abi_version()
@@ -130,6 +133,8 @@ def landlock(scratch: str, proc_scope: bool, extra_rw: tuple = (), jobs: str | N
         return f"unavailable: {type(e).__name__}: {e}"
     if abi < 1:
         return "unavailable: the kernel has no Landlock (ABI 0)"
+    if (os.path.realpath(scratch) + os.sep).startswith(os.path.realpath(PACKAGE) + os.sep):
+        return f"failed: the scratch folder {scratch} is inside the checker package"
     try:
         rs = ll.Ruleset(handled_fs=ll.fs_for_abi(abi), handled_net=ll.AccessNet.NONE,
                         scoped=ll.scope_for_abi(abi))
@@ -175,6 +180,7 @@ def _read_rules(ll, rs, proc_scope: bool, jobs: str | None) -> None:
                 _allow(ll, rs, path, read)
             except OSError:   # a dangling entry: nothing to read there
                 pass
+    _allow(ll, rs, PACKAGE, read)   # its own modules, wherever the job folder hides its parents
     if not proc_scope or not os.path.isdir("/proc"):
         return
     rs.allow_path("/proc", ll.AccessFS.READ_DIR)   # listing pids reveals nothing

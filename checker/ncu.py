@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Nsight Compute on one call of a kernel entry: run ncu in a child process, read its raw CSV page.
 
-  python checker/ncu.py --target --spec spec.json --kernel k.py     (what ncu runs; one call
-                                                                      inside a profiler range)
+  python -m checker.ncu --target --spec spec.json --kernel k.py     (what ncu runs, with cwd the
+                                           folder holding the package; one call in a profiler range)
 
 `run_ncu` is the runner (KERNLOOP_NCU=auto uses ncu when it is on PATH, off never does);
 `parse_raw_csv` and `summarize_kernels` are pure. ncu runs with `--clock-control none` (the GPU
@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from . import ROOT   # the folder holding the package: the profiled child's cwd
 
 # short name -> ncu metric (Nsight Compute metric names, sm_70 and later)
 METRICS = {
@@ -150,8 +152,9 @@ def ncu_command(ncu: str, spec_path, kernel_path, log_path, sha256: str | None =
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
             "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(ALL_METRICS),
             "--log-file", str(log_path),
-            sys.executable, str(Path(__file__).resolve()), "--target", "--spec", str(spec_path),
-            "--kernel", str(kernel_path), *(["--sha256", sha256] if sha256 else [])]
+            sys.executable, "-m", "checker.ncu", "--target", "--spec", str(Path(spec_path).resolve()),
+            "--kernel", str(Path(kernel_path).resolve()), *(["--sha256", sha256] if sha256 else [])]
+
 
 
 def run_ncu(spec_path, kernel_path, ncu: str | None = None, timeout_s: float = 120.0,
@@ -191,11 +194,11 @@ def _run(cmd, timeout_s: float, stop, env: dict):
     if stop is None:
         try:
             return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                                  env=env), None
+                                  env=env, cwd=ROOT), None
         except subprocess.TimeoutExpired:
             return None, f"ncu timed out after {timeout_s:g} s"
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env, cwd=ROOT)
         end = time.monotonic() + timeout_s
         while p.poll() is None:
             why = "preempted: a job is waiting for the GPU" if stop() else \
@@ -217,11 +220,10 @@ def _target(spec_path: str, kernel_path: str, sha256: str | None = None) -> int:
     contract judged, and only if Triton would compile the defs that were judged."""
     import json
     import secrets
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-
     import torch
-    import identity   # siblings, flat as in a staged job
-    from validate import make_inputs, torch_dtype
+
+    from . import identity
+    from .validate import make_inputs, torch_dtype
     spec = json.loads(Path(spec_path).read_text())
     dev = torch.device("cuda", torch.cuda.current_device())
     args = make_inputs(torch, spec, spec["shapes"][0], dev, lambda n: torch_dtype(torch, n),

@@ -5,9 +5,11 @@ ahead, each candidate still in a fresh process of its own); argv[2] `cold` runs 
 process per candidate instead (the path before the warm judge). A judge that dies fails the
 candidate it held (a failed line written here, saying so) and a new one takes the rest.
 
-Injected as /kernloop/kernloop_entry.py beside check.py, spec.json, champion.py, batch.json (the
-candidate ids, in order) and candidate-<id>.py for each; without champion.py the champion is the
-spec's reference run in torch (`baseline: torch`). Each checker's stdout is printed as ONE
+Injected with the whole checker package (/kernloop/checker/<name>.py) beside /kernloop/spec.json,
+champion.py, batch.json (the candidate ids, in order) and candidate-<id>.py for each, and run as a
+script, `python /kernloop/checker/nebius_batch_entry.py MODE [warm|cold]` (a launcher: stdlib
+only); it starts `python -m checker.serve` (or `checker.check`) with cwd /kernloop. Without
+champion.py the champion is the spec's reference run in torch (`baseline: torch`). Each checker's stdout is printed as ONE
 line, base64, tagged with its candidate: `KERNLOOP_BATCH <id> <exit code> <base64>`, so one
 candidate's output can never pass for another's (nebius_batch.parse_batch_lines reads them).
 
@@ -21,9 +23,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+JOB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # /kernloop: holds checker/
 MODES = {"gpu": ["--mode", "gpu"], "interpret": ["--mode", "interpret"],
          "interpret-timed": ["--mode", "interpret", "--host-clock"]}
 TAG = "KERNLOOP_BATCH "   # nebius_batch.BATCH_MARKER
@@ -35,8 +36,8 @@ def warm_lines(p, cids, champion, mode, env):
     judge = None
     for cid in cids:
         if judge is None or judge.poll() is not None:
-            judge = subprocess.Popen([sys.executable, p("serve.py"), "--mode", MODES[mode][1]],
-                                     cwd=tempfile.gettempdir(), env=env, stdin=subprocess.PIPE,
+            judge = subprocess.Popen([sys.executable, "-m", "checker.serve", "--mode", MODES[mode][1]],
+                                     cwd=JOB, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE)
         print("kernloop batch entry: candidate", cid, "(warm judge", judge.pid, ")", file=sys.stderr, flush=True)
         argv = ["--spec", p("spec.json"), "--candidate", p(f"candidate-{cid}.py"), *champion,
@@ -71,9 +72,9 @@ def warm_lines(p, cids, champion, mode, env):
 def cold_lines(p, cids, champion, mode, env):
     for cid in cids:
         print("kernloop batch entry: candidate", cid, file=sys.stderr, flush=True)
-        cmd = [sys.executable, p("check.py"), "--spec", p("spec.json"), "--candidate",
+        cmd = [sys.executable, "-m", "checker.check", "--spec", p("spec.json"), "--candidate",
                p(f"candidate-{cid}.py"), *champion, *MODES[mode], "--backend", "nebius"]
-        out = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=env, stdout=subprocess.PIPE,
+        out = subprocess.run(cmd, cwd=JOB, env=env, stdout=subprocess.PIPE,
                              stdin=subprocess.DEVNULL)
         yield cid, out.returncode, out.stdout
 
@@ -85,10 +86,10 @@ def main(argv):
         print(f"kernloop batch entry: mode must be one of {', '.join(MODES)} (then warm or cold), "
               f"got {' '.join(argv[1:])!r}", file=sys.stderr, flush=True)
         return 2
-    p = lambda name: os.path.join(HERE, name)  # noqa: E731
+    p = lambda name: os.path.join(JOB, name)  # noqa: E731
     with open(p("batch.json"), encoding="utf-8") as f:
         cids = json.load(f)
-    # Injected files are read-only: run where writing is allowed, and write no bytecode.
+    # Injected files are read-only: no bytecode written; the judges write only under TMPDIR.
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     print("kernloop batch entry: python", sys.version.split()[0], "checker mode", mode, judge,
           "judge,", len(cids), "candidates", file=sys.stderr, flush=True)

@@ -14,15 +14,13 @@ torch (+ the optional libraries) only.
 """
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import time
 import types
 
-try:   # as checker.peers (tests, benches) or flat beside check.py (a staged job)
-    from . import peerstats as PS
-except ImportError:
-    import peerstats as PS
+from . import peerstats as PS
 
 COMPILE_LABEL = "torch.compile"
 SITE_ENV = "KERNLOOP_SITE"   # DIR[:DIR]: site folders (a `pip --target` one) added for the optional peers
@@ -67,7 +65,7 @@ def liger_namespace():
                             ("rms_norm", "rms_norm", "LigerRMSNormFunction"),
                             ("layer_norm", "layer_norm", "LigerLayerNormFunction")):
         try:
-            ns[short] = getattr(__import__(f"liger_kernel.ops.{mod}", fromlist=[cls]), cls).apply
+            ns[short] = getattr(importlib.import_module(f"liger_kernel.ops.{mod}"), cls).apply
         except Exception as e:   # noqa: BLE001 - this release lacks it: named if a peer asks
             errors.append(f"{short}: {type(e).__name__}: {str(e)[:120]}")
     if not ns:

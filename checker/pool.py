@@ -14,7 +14,7 @@ Containment as in a cold judge (sides.spawn): every worker, spares included, sta
 same OS layers, in a scratch folder of its own (its own job folder: no worker can read another's),
 its own Triton cache, and is swept with its folder when it goes; at the end of each job every
 other process below the judge is killed (tree.end_of_job, `keep`: the workers kept).
-Flat sibling of judge.py (stdlib; torch reached through judge.py's objects).
+Stdlib; torch reached through judge.py's objects.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ import hashlib
 import json
 import time
 
-import channel
-import promotion
-import scratch
-import sides as S
-import tree
-from validate import Reject
+from . import channel
+from . import promotion
+from . import scratch
+from . import sides as S
+from . import tree
+from .validate import Reject
 
 GO_READY_S = 120.0     # a spare that was told `go` has this long to open its CUDA context
 DRAIN_S = 30.0         # a kept worker's queued replies after a job that ended early
@@ -311,7 +311,8 @@ class WarmPool:
         sd.w.deadline = time.monotonic() + within
         try:
             if sd.w.pending >= 0 and sd.arena is not None:
-                __import__("ab").TimedSets.champion_ready(sd, {})
+                from . import ab   # lazily: the A/B timing's module, needed only here
+                ab.TimedSets.champion_ready(sd, {})
             elif sd.w.ready is None:
                 sd.wait_ready()
             if sd.w.pending != -1:

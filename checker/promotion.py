@@ -1,7 +1,7 @@
 """The promotion rule, written once: mean and median both more than MIN_GAIN faster, the means' gap significant.
 
-Pure, stdlib only, no sibling imports: the judge reaches it flat (`import promotion`, beside
-check.py in a staged job) for its early looks (pool.may_be_promoted, sight.wants_profile), and the
+Pure, stdlib only, no sibling imports: the judge reaches it as a sibling (`from . import
+promotion`) for its early looks (pool.may_be_promoted, sight.wants_profile), and the
 loop as `checker.promotion` (kernloop/decision.py decides with it; kernloop/settings.py takes the
 spec's defaults from MIN_GAIN and SIGMA). The checker imports nothing of kernloop.
 

@@ -1,12 +1,12 @@
 """KernLoop's Ray task body: run one evaluation job (the judge, once per candidate) on the node
 Ray placed it on, each judge in a fresh child process, and return what each printed.
 
-Ray ships this folder to every node through the job's runtime environment (its working_dir holds
-checker/ alone), so the task imports nothing of KernLoop but this file; the driver (backends/ray.py) wraps `run_job` in
-`ray.remote`. The candidate's code runs only inside the judge's own worker processes, never in
-the Ray worker that runs this function: the judge is started with `sys.executable check.py`
-from a fresh folder holding a copy of the checker, the spec and the kernel files, exactly as
-the local backend starts it, in its own session, killed with its process group at the time
+Ray ships this package to every node through the job's runtime environment (its working_dir holds
+checker/ alone), so the task imports nothing of KernLoop but this package (as `checker.ray_entry`);
+the driver (backends/ray.py) wraps `run_job` in `ray.remote`. The candidate's code runs only inside
+the judge's own worker processes, never in the Ray worker that runs this function: the judge is
+started as `python -m checker.check` from a fresh folder holding a copy of the package
+(folder/checker/: `ship`), the spec and the kernel files, exactly as the local backend starts it, in its own session, killed with its process group at the time
 limit, and killed by the kernel if this Ray worker dies (PR_SET_PDEATHSIG), so a node or worker
 that dies mid-job leaves no judge behind to finish unseen.
 
@@ -15,7 +15,7 @@ The job (a dict, built once by the driver, so a retried task times the same byte
      "env": {name: value}, "spec": bytes, "champion": bytes | None (None: the torch reference),
      "candidates": [[candidate id, bytes | None], ...]}
 The answer: {"node": {node_id, ip, host, pid, gpus}, "runs": [{id, returncode, stdout, stderr,
-timed_out, wall_s}], "python": version, "checker_dir": where this file ran from, "wall_s": float}. stdout holds the judge's result line;
+timed_out, wall_s}], "python": version, "checker_dir": where this package ran from, "wall_s": float}. stdout holds the judge's result line;
 the driver parses it with the parser every backend shares.
 """
 import os
@@ -28,7 +28,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from . import HERE, command, ship
+
 OUTPUT_CAP = 1_000_000   # bytes kept of each stream (a candidate may print gigabytes)
 # Names that look like credentials never reach the judge (nor the candidate under it).
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
@@ -77,11 +78,9 @@ def _read_capped(f) -> str:
 
 
 def stage(folder: str, job: dict, candidate) -> list:
-    """Write the checker, spec and kernel files of one judge run into `folder`; return the
-    judge's side arguments."""
-    for name in os.listdir(HERE):
-        if name.endswith(".py"):
-            shutil.copyfile(os.path.join(HERE, name), os.path.join(folder, name))
+    """Write the checker (folder/checker/), spec and kernel files of one judge run into
+    `folder`; return the judge's side arguments."""
+    ship(folder)
     with open(os.path.join(folder, "spec.json"), "wb") as f:
         f.write(job["spec"])
     sides = []
@@ -102,8 +101,8 @@ def run_one(job: dict, cid: str, candidate) -> dict:
     t0 = time.monotonic()
     try:
         sides = stage(folder, job, candidate)
-        cmd = [sys.executable, os.path.join(folder, "check.py"), "--spec",
-               os.path.join(folder, "spec.json"), *sides, "--mode", job["mode"], *job["flags"]]
+        cmd = command("check", "--spec", os.path.join(folder, "spec.json"), *sides, "--mode",
+                      job["mode"], *job["flags"])
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             p = subprocess.Popen(cmd, cwd=folder, env=judge_env(job.get("env")), stdout=out,
                                  stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,

@@ -4,8 +4,8 @@ checker/judge.py judges one. torch is imported and the CUDA context opened once;
 worker is kept while the champion stays; candidate workers are started ahead (checker/pool.py);
 every candidate still runs in a fresh process of its own, on fresh random inputs.
 
-  python checker/serve.py --mode gpu|interpret [--spares 1] [--champion kept|fresh]
-                          [--flush read] [--settle-cycles 500000]
+  python -m checker.serve --mode gpu|interpret [--spares 1] [--champion kept|fresh]
+                            [--flush read] [--settle-cycles 500000]
 
 Requests, one JSON object a line on stdin; each is answered by one `KERNLOOP_RESULT {json}`
 line on stdout carrying its "job_id":
@@ -30,14 +30,12 @@ import time
 import traceback
 
 T0 = time.monotonic()
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import channel  # noqa: E402  (flat siblings: this folder is what a job holds)
-import contain  # noqa: E402
-import judge as J  # noqa: E402
-import pool as P  # noqa: E402
-import source  # noqa: E402
-import timing  # noqa: E402
+from . import channel  # noqa: E402
+from . import contain  # noqa: E402
+from . import judge as J  # noqa: E402
+from . import pool as P  # noqa: E402
+from . import source  # noqa: E402
+from . import timing  # noqa: E402
 
 IDLE_S = 1.0          # a second look starts once no job has come for this long
 SIGHT_TRIES = 4       # a second look given back to jobs this often is dropped
@@ -216,8 +214,8 @@ class Server:
         return self._label(req, result)
 
     def _look(self, args, spec: dict, result: dict, sides: dict) -> None:
-        import ab
-        import sight
+        from . import ab
+        from . import sight
         torch = self.torch
         device, dtype_of, shapes, ref_dtype = J.device_setup(torch, args, spec, result, True)
         out_dtype = dtype_of(spec["output"].get("dtype", spec["dtype"]))

@@ -1,21 +1,19 @@
 """The judge's workers as it sees them (checker/judge.py): how one is started (its own scratch
 folder, user id and OS layers: lockdown.py, scratch.py), a `Side` (its process, arena and what
 /proc shows of it), the strays check, and `ColdPool`, a job's workers when each lives one job
-(checker/pool.py's WarmPool keeps some across jobs). Flat sibling of judge.py (stdlib).
+(checker/pool.py's WarmPool keeps some across jobs). Stdlib.
 """
 from __future__ import annotations
 
 import os
 import secrets
 
-import channel
-import contain
-import scratch
-import tree
-from validate import Reject
+from . import channel
+from . import contain
+from . import scratch
+from . import tree
+from .validate import Reject
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "worker.py")
 READY_TIMEOUT_S = 600.0
 WORKER_PIDS: set[int] = set()   # every worker this judge started (the rest of its tree is strays)
 
@@ -45,9 +43,9 @@ def spawn(role: str, args, interpret: bool, job_dir: str, hold: bool = False,
     env = scratch.worker_env(os.environ, folder, "own_cache" in layers)
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    extra = worker_flags(args, interpret) + ["--scratch", folder, "--uid", str(uid)] + \
+    extra = worker_flags(args, interpret) + ["--uid", str(uid)] + \
         (["--hold"] if hold else []) + (["--warm-cc", str(warm_cc)] if hold and warm_cc else [])
-    w = channel.WorkerProc(role, WORKER, env, extra, cwd=folder)
+    w = channel.WorkerProc(role, folder, env, extra)
     w.scratch, w.uid = folder, uid
     WORKER_PIDS.add(w.proc.pid)
     return w

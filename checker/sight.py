@@ -13,21 +13,12 @@ import json
 import os
 import time
 
-try:   # as checker.sight (tests, benches) or flat beside check.py (a staged job)
-    from . import kernelprofile, ncu
-    from . import peers as peers_mod
-    from . import promotion
-    from . import timing as timing_mod
-    from . import validate as V
-    from .timing import timed_call
-except ImportError:
-    import kernelprofile
-    import ncu
-    import peers as peers_mod
-    import promotion
-    import timing as timing_mod
-    import validate as V
-    from timing import timed_call
+from . import kernelprofile, ncu
+from . import peers as peers_mod
+from . import promotion
+from . import timing as timing_mod
+from . import validate as V
+from .timing import timed_call
 
 
 class Preempted(Exception):

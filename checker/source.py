@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from validate import Reject
+from .validate import Reject
 
 MAX_SOURCE_BYTES = 1_000_000   # a kernel file; the contract allows far less
 

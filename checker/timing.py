@@ -2,7 +2,7 @@
 prewarm, summaries and roofline ceilings (the judge's clock cross-check is clock.py).
 
 Leaf module (stdlib; torch is passed in): imported by the judge, the worker, the backends and
-the benches, flat (inside a Nebius job) or as `checker.timing`.
+the benches, always as `checker.timing` (in a job too: the package is shipped whole).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import os
 import signal
 import time
 
-import scratch
+from . import scratch
 
 PR_SET_CHILD_SUBREAPER = 36
 

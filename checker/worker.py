@@ -21,12 +21,11 @@ import time
 import traceback
 
 T0 = time.monotonic()
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compileonce  # noqa: E402
-import compilewarm  # noqa: E402
-import contain  # noqa: E402  (flat sibling: this folder is what a Nebius job holds)
-import lockdown  # noqa: E402
-import identity  # noqa: E402
+from . import compileonce  # noqa: E402
+from . import compilewarm  # noqa: E402
+from . import contain  # noqa: E402
+from . import lockdown  # noqa: E402
+from . import identity  # noqa: E402
 
 
 def _args(argv=None):
@@ -36,7 +35,8 @@ def _args(argv=None):
     p.add_argument("--flush", default="read")
     p.add_argument("--settle-cycles", type=int, default=0)
     p.add_argument("--interpret", action="store_true")
-    p.add_argument("--scratch", default=None, help="its own folder: cwd, TMPDIR, Triton cache")
+    p.add_argument("--scratch", required=True, help="its own folder: cwd (from its first lock on), "
+                   "TMPDIR, Triton cache; its cwd at start is the folder holding the package")
     p.add_argument("--layers", default="none", help="OS layers to apply (lockdown.LAYERS)")
     p.add_argument("--strict", action="store_true", help="refuse to run if a layer did not hold")
     p.add_argument("--uid", type=int, default=-1, help="become this user id once the arena is mapped")
@@ -127,7 +127,7 @@ class Worker:
             self.audit.arm()
         try:
             if payload.get("torch_side") is not None:   # the spec's reference in torch, no file
-                import validate
+                from . import validate
                 self.fn = validate.torch_side(self.torch, payload["torch_side"],
                                               getattr(self.torch, payload["out_dtype"]))
                 return {"ok": True, **self.watched()}
@@ -158,7 +158,7 @@ class Worker:
 
     def op_profile(self, payload):
         """checker/kernelprofile.py on this worker's kernel (after the verdict; informational)."""
-        import kernelprofile
+        from . import kernelprofile
         prof = kernelprofile.profile(self.torch, self.fn, self._views(payload["args"]),
                                      payload.get("gpu_ms"), module=self.module)
         self.sync()
@@ -241,8 +241,7 @@ class Worker:
 def lock_early(args, containment: dict) -> None:
     """Before torch (one thread: all later threads and children inherit it): Landlock."""
     layers = lockdown.parse_layers(args.layers)
-    if args.scratch:
-        os.chdir(args.scratch)
+    os.chdir(args.scratch)   # started where the package is: from here on its own folder
     if not _landlock_late(args):
         apply_landlock(args, layers, containment)
 
@@ -258,9 +257,9 @@ def _landlock_late(args) -> bool:
 def apply_landlock(args, layers: set, containment: dict) -> None:
     t0 = time.monotonic()
     if "landlock" in layers:
-        held = lockdown.landlock(args.scratch or os.getcwd(), "proc" in layers,
+        held = lockdown.landlock(args.scratch, "proc" in layers,
                                  ("/dev/shm",) if "shm" in os.environ.get("KERNLOOP_CONTAIN_FALLBACK", "").split(",")
-                                 else (), jobs=os.path.dirname(args.scratch) if args.scratch else None)
+                                 else (), jobs=os.path.dirname(args.scratch))
         containment["landlock"] = held
         if "proc" in layers:
             containment["proc"] = held
@@ -284,11 +283,11 @@ def lock_late(args, containment: dict) -> None:
     t1 = time.monotonic()
     containment["seccomp"] = lockdown.seccomp_filter() if "seccomp" in layers else "off"
     cost.update(uid=round(t1 - t0, 4), seccomp=round(time.monotonic() - t1, 4))
-    containment["no_bytecode"] = lockdown.no_bytecode(args.scratch or os.getcwd()) \
+    containment["no_bytecode"] = lockdown.no_bytecode(args.scratch) \
         if "no_bytecode" in layers else "off"
     cache = os.path.realpath(os.environ.get("TRITON_CACHE_DIR") or "~")
     containment["own_cache"] = ("off" if "own_cache" not in layers else True
-                                if args.scratch and cache.startswith(os.path.realpath(args.scratch) + os.sep)
+                                if cache.startswith(os.path.realpath(args.scratch) + os.sep)
                                 else f"failed: TRITON_CACHE_DIR is {cache}")
     if args.test_seam:
         containment["test_seam"] = "audit hook disarmed for the kernel file (tests only)"
@@ -346,8 +345,8 @@ def main(argv=None) -> int:
     conn = Connection(args.fd)
     import torch
     import torch.multiprocessing  # noqa: F401 - rebuilds the judge's CUDA tensors (IPC handles)
-    import channel
-    import timing
+    from . import channel
+    from . import timing
     _preimport(args.interpret)   # before no_bytecode: their bytecode is read from site-packages
     # Before any kernel: racing prewarm threads share a specialization's compile (compileonce.py)
     compile_once = None if args.interpret else compileonce.install()

@@ -14,6 +14,7 @@ import ctypes, os, signal, subprocess, sys
 JUDGE, ORCH, MARK = os.getppid(), {orch}, "{mark}"
 TARGETS = {{"run": "{run}", "proj": "{proj}", "site": "{site}", "cache": "{cache}", "later": "{later}",
            "tmp": "/tmp", "shm": "/dev/shm"}}
+TARGETS["pkg"] = os.path.dirname(sys.modules["checker"].__file__)   # the checker package it runs from
 _R = []
 def _try(name, fn):
     try:
@@ -81,7 +82,7 @@ os.waitpid(_pid, 0)
 
 FIVE_PERCENT_LOW = r'''
 import sys
-_T = sys.modules["timing"]            # the worker's own timing module
+_T = sys.modules["checker.timing"]    # the worker's own timing module
 _REAL = _T.timed_call
 class _Low:
     def __init__(self, ev):

@@ -207,7 +207,7 @@ class Fake:
         """What the container does, per scenario: outputs and an exit code."""
         if self.scenario in ("failed", "error"):
             return {"exit": 1, "out": "", "err": "kernloop entry: python 3.11 checker mode gpu\n"
-                    "Traceback (most recent call last):\n  File \"/kernloop/check.py\", line 1\n"
+                    "Traceback (most recent call last):\n  File \"/kernloop/checker/check.py\", line 1\n"
                     "RuntimeError: CUDA error: no kernel image is available\n"}
         if self.scenario == "no_result":
             return {"exit": 0, "out": "hello from the container\n", "err": "warming up\n"}

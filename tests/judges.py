@@ -1,6 +1,6 @@
-"""Which judge the checker tests run: the warm one (checker/serve.py through
+"""Which judge the checker tests run: the warm one (`-m checker.serve` through
 tests/warm_check.py), the default path of the local backend, unless KERNLOOP_TEST_JUDGE=cold
-(checker/check.py, one process per job)."""
+(`-m checker.check`, one process per job)."""
 from __future__ import annotations
 
 import sys
@@ -8,6 +8,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WARM_CHECK = Path(__file__).resolve().parent / "warm_check.py"
+# `python -m checker.<module>` from the folder holding the package, whatever the caller's cwd
+RUN_MODULE = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); del sys.argv[1]; "
+              "runpy.run_module('checker.' + sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+
+
+def module_cmd(module: str, root: Path | None = None) -> list[str]:
+    """`python -m checker.<module>` of the package under `root` (the repo by default, or a
+    staged job folder), runnable from any cwd (tests only: the product starts it with cwd=root)."""
+    return [sys.executable, "-c", RUN_MODULE, str(root or ROOT), module]
 
 
 def warm() -> bool:
@@ -15,13 +24,12 @@ def warm() -> bool:
     return settings.get("KERNLOOP_TEST_JUDGE") != "cold"
 
 
-def check_cmd(checker_dir: Path | None = None) -> list[str]:
-    """The command that judges one job with check.py's flags, from `checker_dir` (the repo's
-    checker/ by default, or a staged job folder)."""
-    d = Path(checker_dir or ROOT / "checker")
+def check_cmd(root: Path | None = None) -> list[str]:
+    """The command that judges one job with check.py's flags, with the package under `root`
+    (the repo by default, or a staged job folder holding checker/)."""
     if warm():
-        return [sys.executable, str(WARM_CHECK), "--serve", str(d / "serve.py")]
-    return [sys.executable, str(d / "check.py")]
+        return [sys.executable, str(WARM_CHECK), "--root", str(root or ROOT)]
+    return module_cmd("check", root)
 
 
 def judge_files(tmp_path: Path, spec: dict, code: str, champion: str, flags, timeout: float = 300) -> dict:

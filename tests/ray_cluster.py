@@ -93,13 +93,13 @@ def age_s(pid: int) -> float:
 
 
 def judges_under(pid: int) -> list[int]:
-    """The judge processes (check.py) running under a node's raylet."""
+    """The judge processes (`python -m checker.check`) running under a node's raylet."""
     out = []
     for c in descendants(pid):
         try:
             cmd = Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(part.endswith(b"/check.py") for part in cmd):
+        if b"checker.check" in cmd:
             out.append(c)
     return out

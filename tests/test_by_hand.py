@@ -56,9 +56,10 @@ def test_by_hand_kernel_is_correct(tmp_path, path, variant, overrides):
     resolved["check_shapes"] = spec.check_shapes + EXTRA_SHAPES[path.stem]
     (tmp_path / "spec.json").write_text(json.dumps(resolved))
     (tmp_path / "cand.py").write_text(code)
-    p = subprocess.run([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+    p = subprocess.run([sys.executable, "-m", "checker.check", "--spec", str(tmp_path / "spec.json"),
                         "--candidate", str(tmp_path / "cand.py"), "--champion", str(spec.baseline),
-                        "--mode", "interpret", "--draws", "1"], capture_output=True, text=True, timeout=300)
+                        "--mode", "interpret", "--draws", "1"], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT)
     r = parse_result_line(p.stdout)
     assert r["ok"] and r["correct"], r["error"]
     assert all(v < spec.tolerance for v in r["rel_l2"].values())

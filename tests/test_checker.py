@@ -26,10 +26,10 @@ def run_checker(tmp_path, code, shapes=None, extra=()):
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     (tmp_path / "cand.py").write_text(code)
     (tmp_path / "champ.py").write_text(BASE)
-    p = subprocess.run([sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(tmp_path / "spec.json"),
+    p = subprocess.run([sys.executable, "-m", "checker.check", "--spec", str(tmp_path / "spec.json"),
                         "--candidate", str(tmp_path / "cand.py"), "--champion", str(tmp_path / "champ.py"),
                         "--mode", "interpret", "--draws", "2", *extra],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
     lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(MARKER), p.stdout + p.stderr   # exactly one line
     assert p.returncode == 0
@@ -179,8 +179,7 @@ def test_references_stay_float32_in_the_judge():
     """The judge turns TF32 off for its float32 references (matmul and cuDNN) and says so in the
     result line; in interpret mode the references are float64 on the CPU."""
     import torch
-    sys.path.insert(0, str(ROOT / "checker"))
-    import validate
+    from checker import validate
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
              torch.get_float32_matmul_precision())
     try:

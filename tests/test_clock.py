@@ -108,7 +108,6 @@ class _RecordingTorch:
 def test_both_workers_spin_the_judges_one_settle_count_and_calibrate_nothing():
     # Two workers that each calibrated their own spin once differed by up to 0.2 ms of overhead
     # per call on the H200: the spin is now the judge's one number, passed to both.
-    from checker import judge  # noqa: F401 - puts checker/ on the path of its flat siblings
     from checker import sides, timing   # sides: how the judge starts its workers
     args = SimpleNamespace(flush="read", settle_cycles=timing.SETTLE_CYCLES)
     extra = sides.worker_cmd_extra(args, interpret=False)
@@ -128,7 +127,6 @@ def test_both_workers_spin_the_judges_one_settle_count_and_calibrate_nothing():
 def test_a_burst_with_one_spin_spins_once_before_its_flushes():
     """--burst-spin once (not the default): the worker's burst spins once, then flushes without
     a spin before each call, so the SM clock moves only one spin's time per burst."""
-    from checker import judge  # noqa: F401 - puts checker/ on the path of its flat siblings
     from checker import timing
     t = _RecordingTorch()
     f = timing.Flusher(t, SimpleNamespace(type="cuda"), "read", settle_cycles=1000)
@@ -213,7 +211,6 @@ def test_the_bursts_look_only_at_a_candidate_that_came_out_faster_by_median():
     """ab.bursts_needed (pure): a lie pays only through a promotion, which needs the median
     faster; --burst-every (measurements) looks after any A/B that ran to its end; never after an
     early end or without both medians."""
-    from checker import judge  # noqa: F401 - puts checker/ on the path of its flat siblings
     from checker import ab
     def res(c, b, **kw):
         return {"candidate": {"median_ms": c}, "champion": {"median_ms": b}, **kw}

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "checker"))
-import compileonce  # noqa: E402
+from checker import compileonce  # noqa: E402
 
 # A fresh process (a file: Triton reads a @jit function's source from it): a compile-only Triton driver for a CUDA target, then `threads` threads that
 # warm the kernel up at once on `sizes` (one specialization per size divisible by 16 or not).
@@ -41,7 +40,7 @@ class CompileOnly(DriverBase):
 
 driver.set_active(CompileOnly())
 sys.path.insert(0, sys.argv[1])
-import compileonce
+from checker import compileonce
 installed = compileonce.install() if sys.argv[2] == "on" else None
 sizes = json.loads(sys.argv[3])
 compiles = []
@@ -76,7 +75,7 @@ def _race(tmp_path: Path, mode: str, sizes: list[int]) -> dict:
     env["TRITON_CACHE_DIR"] = str(tmp_path / f"cache-{mode}")
     script = tmp_path / "race.py"
     script.write_text(RACE)
-    p = subprocess.run([sys.executable, str(script), str(ROOT / "checker"), mode, json.dumps(sizes)],
+    p = subprocess.run([sys.executable, str(script), str(ROOT), mode, json.dumps(sizes)],
                        capture_output=True, text=True, env=env, timeout=300, cwd=str(tmp_path))
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])

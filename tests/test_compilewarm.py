@@ -9,17 +9,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "checker"))
-import channel  # noqa: E402
-import compilewarm  # noqa: E402
+from checker import channel, compilewarm  # noqa: E402
 
 
 def _held(tmp_path: Path, *flags: str) -> tuple[dict, Path]:
     cache = tmp_path / "triton-cache"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(cache)
-    w = channel.WorkerProc("worker", str(ROOT / "checker" / "worker.py"), env, ["--hold", *flags],
-                           cwd=str(tmp_path))
+    (tmp_path / "scratch").mkdir()
+    w = channel.WorkerProc("worker", str(tmp_path / "scratch"), env, ["--hold", *flags])
     try:
         return w.reply(300), cache
     finally:

@@ -110,6 +110,7 @@ def _written(job: Job) -> list[str]:
     """Every file the hostile kernel aimed at, that exists."""
     dirs = [job.run, ROOT, Path(sysconfig.get_paths()["purelib"]), job.cache, job.later, Path("/tmp"),
             Path("/dev/shm")]
+    dirs += [ROOT / "checker", job.dir / "checker"]   # the package a worker runs from (warm, cold)
     paths = [d / f"{job.mark}.py" for d in dirs] + [ROOT / f"{job.mark}.sh",
                                                      job.later / "__pycache__" / f"{job.mark}.pyc"]
     return [str(p) for p in paths if p.exists()]
@@ -134,7 +135,7 @@ def test_arbitrary_python_in_a_worker_can_write_signal_trace_or_read_nothing(tmp
     assert planted == [], planted
     assert res["ok"] is False and res["stage"] == "load" and "ATTACKS" in res["error"], res["error"]
     got = dict(kv.split("=", 1) for kv in re.search(r"ATTACKS (.*)", res["error"]).group(1).split())
-    assert len(got) == 33, got
+    assert len(got) == 34 and "w_pkg" in got, got   # w_pkg: its own checker package, read-only
     for name, outcome in got.items():
         if name.startswith("child_"):   # the shell itself runs, and fails to write or signal
             assert outcome.startswith("rc") and outcome != "rc0", (name, outcome)
@@ -316,3 +317,13 @@ def test_unreadable_by_others_finds_the_closed_folder():
         assert lockdown.unreadable_by_others([str(d / "k.py")]) == str(d / "k.py")
     finally:
         shutil.rmtree(top)
+
+
+def test_a_scratch_folder_inside_the_checker_package_is_refused():
+    """Landlock's writable folder is never the package a worker runs from (nor below it): asked
+    for one, the layer does not hold (strict refuses the worker). In a child: a domain that did
+    apply would bind the test process."""
+    code = ("from checker import lockdown\n"
+            "print(lockdown.landlock(lockdown.PACKAGE + '/scratch', False, jobs=lockdown.PACKAGE))\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.stdout.startswith("failed: the scratch folder"), p.stdout + p.stderr

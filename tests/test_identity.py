@@ -77,7 +77,7 @@ def _shipped():
 
 @pytest.mark.parametrize("interpret", [True, False], ids=["interpreter", "jit"])
 def test_every_shipped_kernel_is_what_triton_would_compile(interpret):
-    code = ("import sys, json\nsys.path.insert(0, 'checker')\nimport identity\n"
+    code = ("import sys, json\nsys.path.insert(0, '.')\nfrom checker import identity\n"
             "for path, entry in json.loads(%r):\n"
             "    raw = open(path, 'rb').read()\n"
             "    _, _, info = identity.load(raw, identity.digest(raw), '<kernloop-test-' + path + '>',\n"
@@ -184,7 +184,7 @@ def test_the_contract_works_out_the_same_texts_as_the_installed_triton(tmp_path)
     for i, code in enumerate(files):
         paths.append(str(tmp_path / f"f{i}.py"))
         Path(paths[-1]).write_text(code)
-    code = ("import sys, json\nsys.path.insert(0, 'checker')\nimport identity\nout = []\n"
+    code = ("import sys, json\nsys.path.insert(0, '.')\nfrom checker import identity\nout = []\n"
             "for i, p in enumerate(json.loads(%r)):\n"
             "    mod, text = identity.build(open(p, 'rb').read(), '<t%%d>' %% i, 'm%%d' %% i)\n"
             "    for e in identity.expected(text).values():\n"

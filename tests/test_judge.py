@@ -38,11 +38,11 @@ def judge(tmp_path, code, spec_patch=None):
     (tmp_path / "champ.py").write_text(BASE)
     out_path = tmp_path / "judge_stdout.txt"
     with open(out_path, "w") as out:
-        p = subprocess.run([sys.executable, str(ROOT / "checker" / "judge.py"), "--spec",
+        p = subprocess.run([sys.executable, "-m", "checker.judge", "--spec",
                             str(tmp_path / "spec.json"), "--candidate", str(tmp_path / "cand.py"),
                             "--champion", str(tmp_path / "champ.py"), "--mode", "interpret",
                             "--draws", "1"], stdout=out, stderr=subprocess.PIPE, text=True,
-                           timeout=120, cwd=tmp_path)
+                           timeout=120, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-2000:]
     text = out_path.read_text()
     return parse_result_line(text), text, p.stderr
@@ -184,15 +184,17 @@ def test_loop_survives_a_malformed_result_line_and_keeps_its_champion(tmp_path):
 
 
 def test_every_checker_module_is_staged_with_the_job(tmp_path):
-    """A job (local folder or Nebius container) holds the checker's files flat: a module left
-    out of the list would be missing there while every test here still found it."""
-    from kernloop.backends.local import CHECKER_MODULES, CHECKER_SIGHT, stage_job
-    here = {p.name for p in (ROOT / "checker").glob("*.py")
-            if p.name != "__init__.py" and not p.name.endswith("_entry.py")}   # entries: per backend
-    assert set(CHECKER_MODULES) | {p.name for p in CHECKER_SIGHT} == here
+    """A job (local folder or Nebius container) holds the whole package as checker/: every .py
+    file of it (checker.files(), no list to keep), so a new module ships without a word more."""
+    import checker
+    from kernloop.backends.local import stage_job
+    here = {p.name for p in (ROOT / "checker").glob("*.py")}
+    assert {Path(p).name for p in checker.files()} == here and "__init__.py" in here
     files = stage_job(SPEC, SPEC.baseline, SPEC.baseline, tmp_path)
-    assert {p.name for p in files.values()} >= set(CHECKER_MODULES)
-    assert all((tmp_path / name).exists() for name in here)
+    assert {k for k in files if k.startswith("checker/")} == {f"checker/{n}" for n in here}
+    assert all((tmp_path / "checker" / name).exists() for name in here)
+    assert not any((tmp_path / name).exists() for name in here)   # nothing flat beside the kernels
+    assert checker.command("check", "--x") == [sys.executable, "-m", "checker.check", "--x"]
 
 
 def test_the_audit_hook_still_lets_tritons_own_tools_run(tmp_path):
@@ -205,8 +207,8 @@ def test_the_audit_hook_still_lets_tritons_own_tools_run(tmp_path):
         pytest.skip("no C compiler on this machine")
     script = (
         "import os, subprocess, sys\n"
-        f"sys.path.insert(0, {str(ROOT / 'checker')!r})\n"
-        "import contain\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from checker import contain\n"
         "g = contain.AuditGuard(); sys.addaudithook(g); g.arm()\n"
         "out = []\n"
         "def run(argv):\n"
@@ -231,9 +233,9 @@ def test_the_audit_hook_still_lets_tritons_own_tools_run(tmp_path):
 def test_host_clock_outside_interpret_mode_is_one_clear_error(tmp_path):
     (tmp_path / "spec.json").write_text(json.dumps(SPEC.to_checker()))
     (tmp_path / "k.py").write_text(BASE)
-    p = subprocess.run([sys.executable, str(ROOT / "checker" / "judge.py"), "--spec",
+    p = subprocess.run([sys.executable, "-m", "checker.judge", "--spec",
                         str(tmp_path / "spec.json"), "--candidate", str(tmp_path / "k.py"),
                         "--champion", str(tmp_path / "k.py"), "--mode", "gpu", "--host-clock"],
-                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 2 and "--host-clock is for --mode interpret" in p.stderr
     assert "Traceback" not in p.stderr

@@ -60,7 +60,9 @@ def test_command_profiles_one_range_with_clocks_free():
     assert cmd[:3] == ["ncu", "--clock-control", "none"]
     assert "--profile-from-start" in cmd and cmd[cmd.index("--profile-from-start") + 1] == "off"
     assert cmd[cmd.index("--metrics") + 1] == ",".join(ALL_METRICS)
-    assert "dram__bytes_read.sum" in ALL_METRICS and cmd[-4:] == ["--spec", "s.json", "--kernel", "k.py"]
+    assert "dram__bytes_read.sum" in ALL_METRICS and cmd[-4:] == ["--spec", os.path.abspath("s.json"),
+                                                                  "--kernel", os.path.abspath("k.py")]
+    assert cmd[-7:-4] == ["-m", "checker.ncu", "--target"]   # started as a module of the package
 
 
 def test_child_env_carries_no_secrets():

@@ -21,7 +21,7 @@ from kernloop.backends.nebius_batch import parse_batch_lines  # noqa: E402
 from kernloop.backends.resultline import format_result_line  # noqa: E402
 from kernloop.settings import SettingsError  # noqa: E402
 from kernloop.spec import load_spec  # noqa: E402
-from test_nebius_jobs import FAST, assert_backend_failure, commands, fake  # noqa: E402,F401
+from test_nebius_jobs import FAST, assert_backend_failure, commands, fake, flag_values  # noqa: E402,F401
 
 SPEC = ROOT / "specs" / "matmul.yaml"
 
@@ -66,9 +66,10 @@ def test_a_batch_is_one_job_with_one_checker_per_candidate(fake):
     creates = [c["argv"] for c in fake.calls() if c["argv"][:3] == ["ai", "job", "create"]]
     assert len(creates) == 1
     injected = [a.split(":")[0] for i, a in enumerate(creates[0]) if creates[0][i - 1] == "--inject-file"]
-    from kernloop.backends.local import CHECKER_MODULES
+    package = [f"checker/{p.name}" for p in (ROOT / "checker").glob("*.py")]   # whole, its entries too
     assert sorted(injected) == sorted(["batch.json", "candidate-it0001.py", "candidate-it0002.py",
-                                       "champion.py", "kernloop_entry.py", "spec.json", *CHECKER_MODULES])
+                                       "champion.py", "spec.json", *package])
+    assert flag_values(creates[0], "--args")[0].startswith("/kernloop/checker/nebius_batch_entry.py ")
     assert [r["ok"] for r in res] == [True, True] and res[0] is not res[1]
     ids = {r["backend_meta"]["job_id"] for r in res}
     assert len(ids) == 1 and [r["backend_meta"]["batch_index"] for r in res] == [0, 1]

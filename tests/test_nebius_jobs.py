@@ -34,11 +34,10 @@ SPEC = ROOT / "specs" / "matmul.yaml"
 FAST = {"KERNLOOP_NEBIUS_CHECK_MODE": "interpret", "KERNLOOP_NEBIUS_POLL_S": "0.05",
         "KERNLOOP_NEBIUS_LOG_WAIT_S": "0.5", "KERNLOOP_NEBIUS_WAIT_S": "600",
         "KERNLOOP_NEBIUS_CLI_TIMEOUT_S": "600"}
-INJECTED = ("check.py", "spec.json", "candidate.py", "champion.py", "kernloop_entry.py", "judge.py",
-            "worker.py", "ab.py", "channel.py", "contain.py", "identity.py", "timing.py", "validate.py",
-            "lockdown.py", "scratch.py", "tree.py", "clock.py", "source.py", "sides.py", "serve.py", "pool.py",
-            "compilewarm.py", "compileonce.py", "promotion.py",
-            "sight.py", "peers.py", "peerstats.py", "kernelprofile.py", "ncu.py")   # the second look's, too
+# the job's files, then the whole checker package under checker/ (its launcher and the second
+# look's modules among them): every .py file of checker/, no list to keep
+INJECTED = ("spec.json", "candidate.py", "champion.py",
+            *(f"checker/{p.name}" for p in sorted((ROOT / "checker").glob("*.py"))))
 
 
 @pytest.fixture
@@ -105,10 +104,11 @@ def test_success_injects_the_files_runs_the_checker_and_reads_coloured_logs(fake
     # The injected entry script, its mode and options are the whole command line: no word holds
     # a space. KERNLOOP_NCU travels as a word (the container sees none of this machine's variables).
     assert flag_values(create, "--container-command") == ["python"]
-    assert flag_values(create, "--args") == ["/kernloop/kernloop_entry.py interpret ncu=auto"]
+    assert flag_values(create, "--args") == ["/kernloop/checker/nebius_entry.py interpret ncu=auto"]
     assert meta["entry_args"] == "interpret ncu=auto"
     injected = dict(v.split(":", 1) for v in flag_values(create, "--inject-file"))
     assert injected == {n: f"/kernloop/{n}" for n in INJECTED}
+    assert {"checker/__init__.py", "checker/check.py", "checker/worker.py", "checker/sight.py"} <= set(injected)
     assert "--async" in create and flag_values(create, "--format") == ["json"]
     assert flag_values(create, "--timeout") == ["1h"] and flag_values(create, "--disk-size") == ["100Gi"]
     gets = [c["argv"] for c in calls if commands([c]) == ["ai job get"]]

@@ -27,7 +27,7 @@ from kernloop.standing import briefing  # noqa: E402
 import fake_nebius  # noqa: E402
 import nebius_jobs as nj  # noqa: E402
 from kernloop import page  # noqa: E402
-from kernloop.backends.local import CHECKER_MODULES, CHECKER_SIGHT  # noqa: E402
+import checker  # noqa: E402
 from loopback_openai import LoopbackOpenAI, reply  # noqa: E402
 from kernloop.spec import load_spec  # noqa: E402
 from test_nebius_jobs import FAST, fake, flag_values  # noqa: E402,F401
@@ -40,7 +40,8 @@ NAIVE_CONFIG = "CONFIG = dict(BLOCK_SIZE=256, ROWS=1, num_warps=4)"
 # faster in the interpreter than the naive baseline's one row a program.
 FAST_CONFIG = "CONFIG = dict(BLOCK_SIZE=256, ROWS=4, num_warps=4)"
 NCU_SAMPLE = ROOT / "tests" / "fixtures" / "ncu_raw_sample.csv"
-SIGHT_NAMES = {p.name for p in CHECKER_SIGHT}
+SIGHT_NAMES = {f"checker/{n}.py" for n in ("sight", "peers", "kernelprofile", "ncu")}
+PACKAGE_NAMES = {f"checker/{os.path.basename(p)}" for p in checker.files()}
 
 
 def small_softmax(tmp: Path, reps: int = REPS) -> Path:
@@ -113,8 +114,8 @@ def test_a_baseline_job_times_the_peers_and_profiles_in_the_same_container(timed
     res = evaluate(timed, base, base, tmp_path / "baseline", peers=True)
     assert res["ok"] is True, res.get("error")
     (create,) = creates(timed)                                  # one container start, no more
-    assert flag_values(create, "--args") == ["/kernloop/kernloop_entry.py interpret-timed peers ncu=auto"]
-    assert SIGHT_NAMES <= injected(create) and set(CHECKER_MODULES) <= injected(create)
+    assert flag_values(create, "--args") == ["/kernloop/checker/nebius_entry.py interpret-timed peers ncu=auto"]
+    assert SIGHT_NAMES <= injected(create) and PACKAGE_NAMES <= injected(create)
     assert res["clock"] == "host" and "not a GPU measurement" in res["backend_meta"]["note"]
     assert "sight_error" not in res
 
@@ -166,11 +167,11 @@ def test_a_candidate_gets_the_second_look_in_its_own_job_only_when_it_may_be_pro
 
 def test_every_file_a_job_injects_fits_the_inject_limit():
     """Each injected file is refused over 64 KiB before any job is created (nebius_jobs.oversized);
-    the checker's own files, the second look's and both entries must stay under it."""
-    files = [ROOT / "checker" / n for n in CHECKER_MODULES] + CHECKER_SIGHT + [
-        nj.ENTRY_SOURCE, ROOT / "checker" / "nebius_batch_entry.py"]
+    every file of the checker package (the second look's and both entries among them) must stay
+    under it."""
+    files = [Path(p) for p in checker.files()]
     sizes = {p.name: p.stat().st_size for p in files}
-    assert len(sizes) == len(CHECKER_MODULES) + len(CHECKER_SIGHT) + 2
+    assert {"nebius_entry.py", "nebius_batch_entry.py", "sight.py", "check.py"} <= set(sizes)
     assert all(0 < n <= nj.MAX_INJECT_BYTES for n in sizes.values()), sizes
 
 
@@ -178,7 +179,7 @@ def test_every_file_a_job_injects_fits_the_inject_limit():
                                          (["gpu", "ncu=always"], "unknown option 'ncu=always'"),
                                          (["cpu"], "mode must be one of gpu, interpret, interpret-timed")])
 def test_the_entry_refuses_words_it_does_not_know(tmp_path, words, error):
-    entry = nj.write_entry(tmp_path)
+    entry = Path(checker.ship(tmp_path)) / "nebius_entry.py"
     p = subprocess.run([sys.executable, str(entry), *words], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and error in p.stderr and "KERNLOOP_RESULT" not in p.stdout
 

@@ -245,14 +245,14 @@ def test_check_against_a_file_baseline(tmp_path):
 def test_a_torch_side_reaches_a_nebius_job_as_a_flag(tmp_path):
     """The job's entry passes --champion-torch when no champion file was injected."""
     from kernloop.backends.local import stage_job
-    from nebius_jobs import write_entry
     spec = load_spec(ROOT / "specs" / "softmax.yaml")
     files = stage_job(spec, spec.baseline, None, tmp_path)
     assert "champion" not in files and not (tmp_path / "champion.py").exists()
-    (tmp_path / "check.py").write_text("import sys\nopen(sys.argv[0] + '.argv', 'w').write(' '.join(sys.argv[1:]))\n")
-    entry = write_entry(tmp_path)
+    (tmp_path / "checker" / "check.py").write_text(
+        "import sys\nopen(sys.argv[0] + '.argv', 'w').write(' '.join(sys.argv[1:]))\n")
+    entry = files["checker/nebius_entry.py"]   # run as a script; it starts -m checker.check
     subprocess.run([sys.executable, str(entry), "interpret"], check=True, timeout=60)
-    argv = (tmp_path / "check.py.argv").read_text().split()
+    argv = (tmp_path / "checker" / "check.py.argv").read_text().split()
     assert "--champion-torch" in argv and argv[argv.index("--candidate") + 1] == str(tmp_path / "candidate.py")
     assert "--champion" not in argv
 
@@ -323,7 +323,7 @@ def test_the_judge_times_torch_compile_of_a_reference_file(kb_specs, tmp_path):
     from checker.peers import COMPILE_LABEL
     from kernloop.backends.resultline import parse_result_line
     f = stage_job(kb_specs["softmax_wide"], None, None, tmp_path)
-    p = subprocess.run([sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate-torch",
+    p = subprocess.run([sys.executable, "-m", "checker.check", "--spec", str(f["spec"]), "--candidate-torch",
                         "--champion-torch", "--mode", "interpret", "--host-clock", "--peers", "--draws", "1",
                         "--warmup", "1", "--reps", "3", "--min-warm-ms", "0"],
                        capture_output=True, text=True, timeout=600, cwd=tmp_path)

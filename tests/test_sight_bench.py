@@ -39,8 +39,8 @@ def test_nebius_entry_bench_on_the_cpu(tmp_path):
     d = json.loads(out.read_text())
     assert d["problems"] == [] and [j["name"] for j in d["jobs"]] == ["baseline", "candidate"]
     base, cand = (j["result"] for j in d["jobs"])
-    assert d["jobs"][0]["args"] == "/kernloop/kernloop_entry.py interpret-timed peers ncu=auto"
+    assert d["jobs"][0]["args"] == "/kernloop/checker/nebius_entry.py interpret-timed peers ncu=auto"
     assert "torch.softmax" in base["peers"]["peers"] and "peers" not in cand
     assert base["profile"]["candidate"]["launch"]["host_us"] > 0
     assert cand["candidate"]["mean_ms"] < cand["champion"]["mean_ms"] and "profile" in cand
-    assert "baseline: python /kernloop/kernloop_entry.py" in p.stdout and "OK in" in p.stdout
+    assert "baseline: python /kernloop/checker/nebius_entry.py" in p.stdout and "OK in" in p.stdout

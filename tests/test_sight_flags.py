@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernloop.backends.local import CHECKER_SIGHT, stage_job
+from kernloop.backends.local import stage_job
 from kernloop.backends.resultline import parse_result_line
 from kernloop.spec import load_spec
 
@@ -15,10 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_flags_in_interpret_mode_add_nothing(tmp_path):
     spec = load_spec(ROOT / "specs" / "softmax.yaml")
     f = stage_job(spec, spec.baseline, spec.baseline, tmp_path)
-    assert all((tmp_path / p.name).exists() for p in CHECKER_SIGHT)   # beside check.py
+    assert all((tmp_path / "checker" / f"{n}.py").exists()            # in the shipped package
+               for n in ("sight", "peers", "kernelprofile", "ncu"))
     d = json.loads(f["spec"].read_text())
     assert d["compare"] == spec.compare     # the peers travel in the resolved spec
-    p = subprocess.run([sys.executable, str(f["checker"]), "--spec", str(f["spec"]), "--candidate",
+    p = subprocess.run([sys.executable, "-m", "checker.check", "--spec", str(f["spec"]), "--candidate",
                         str(f["candidate"]), "--champion", str(f["champion"]), "--mode", "interpret",
                         "--draws", "1", "--peers", "--profile-kernel"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -166,7 +166,7 @@ def _random_configs(s, n, seed):
 
 
 def _run_checker(spec_json: Path, candidate: Path, champion: Path, draws: int) -> dict:
-    cmd = [sys.executable, str(ROOT / "checker" / "check.py"), "--spec", str(spec_json),
+    cmd = [sys.executable, "-m", "checker.check", "--spec", str(spec_json),
            "--candidate", str(candidate), "--champion", str(champion), "--mode", "interpret",
            "--draws", str(draws)]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)

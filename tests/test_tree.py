@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = textwrap.dedent("""
     import json, os, subprocess, sys, time
     sys.path.insert(0, sys.argv[1])
-    import tree
+    from checker import tree
     assert tree.become_subreaper() is True   # as the judge: orphans come back here, the last sweep ends them
     # A "worker" that starts one child of its own (a compile's ptxas) and prints its pid.
     code = "import subprocess,sys,time; p=subprocess.Popen(['sleep','60']); print(p.pid, flush=True); time.sleep(60)"
@@ -35,7 +35,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_a_spares_children_outlive_the_job_and_a_kept_champions_do_not():
-    p = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "checker")], capture_output=True,
+    p = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT)], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
@@ -55,8 +55,7 @@ def test_a_process_counts_as_ended_once_sigkill_is_sent_and_no_other_signal_does
     import signal
     import time
 
-    sys.path.insert(0, str(ROOT / "checker"))
-    import tree
+    from checker import tree
     code = "import signal,time; signal.signal(signal.SIGTERM, lambda *a: None); print(1, flush=True); time.sleep(60)"
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:

@@ -155,9 +155,9 @@ def test_a_worker_holds_one_kernel_for_its_whole_life(tmp_path):
     import hashlib
 
     import torch
-    sys.path.insert(0, str(ROOT / "checker"))
-    import channel
-    w = channel.WorkerProc("candidate", str(ROOT / "checker" / "worker.py"), {**os.environ, **INTERPRET},
+    from checker import channel
+    (tmp_path / "scratch").mkdir()
+    w = channel.WorkerProc("candidate", str(tmp_path / "scratch"), {**os.environ, **INTERPRET},
                            ["--interpret"])
     arena = channel.Arena(torch, torch.device("cpu"), 1 << 16, folder=str(tmp_path))
     try:
@@ -310,8 +310,8 @@ def test_second_looks_not_taken_are_said_dropped(tmp_path):
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])
 def test_the_judge_refuses_an_idle_wait_that_is_not_seconds(value):
-    p = subprocess.run([sys.executable, str(ROOT / "checker" / "serve.py"), "--sight-idle-s", value],
-                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    p = subprocess.run([sys.executable, "-m", "checker.serve", "--sight-idle-s", value],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT)
     assert p.returncode == 2 and f"{value!r} is not a number of seconds, 0 or more" in p.stderr, p.stderr
 
 
@@ -356,11 +356,11 @@ def test_the_baselines_second_look_is_reused_by_a_later_run_with_the_same_key(tm
 
     def run(kernel: str) -> dict:
         (tmp_path / "k.py").write_text(kernel)
-        p = subprocess.run([sys.executable, str(ROOT / "checker" / "judge.py"), "--spec", str(tmp_path / "spec.json"),
+        p = subprocess.run([sys.executable, "-m", "checker.judge", "--spec", str(tmp_path / "spec.json"),
                             "--candidate", str(tmp_path / "k.py"), "--champion", str(tmp_path / "k.py"),
                             "--mode", "interpret", "--host-clock", "--peers", "--profile-kernel",
                             "--sight-cache", str(cache), "--draws", "1", "--reps", "3", "--warmup", "1",
-                            "--min-warm-ms", "0"], capture_output=True, text=True, timeout=600)
+                            "--min-warm-ms", "0"], capture_output=True, text=True, timeout=600, cwd=ROOT)
         line = p.stdout[p.stdout.index("{"):]
         return json.loads(line)
     first = run(BASE)
@@ -375,8 +375,7 @@ def test_the_baselines_second_look_is_reused_by_a_later_run_with_the_same_key(tm
 
 
 def test_a_candidate_is_kept_for_the_next_job_only_when_it_may_be_promoted(tmp_path):
-    sys.path.insert(0, str(ROOT / "checker"))
-    import pool
+    from checker import pool
     stats = lambda m, med: {"mean_ms": m, "median_ms": med}   # noqa: E731
     win = {"ok": True, "candidate": stats(0.90, 0.91), "champion": stats(1.0, 1.0)}
     assert pool.may_be_promoted(win, 0.02)

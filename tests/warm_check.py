@@ -3,7 +3,7 @@ loop's warm path runs it (its workers from the pool: a spare started ahead, with
 layers and folder) and its one result line is printed on stdout, so a test written against
 check.py holds the warm judge to the same verdicts (tests/judges.py picks it by default).
 
-  python tests/warm_check.py [--serve checker/serve.py] <check.py's flags>
+  python tests/warm_check.py [--root FOLDER_HOLDING_checker/] <check.py's flags>
 """
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ def _flag(argv: list[str], name: str, default: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    serve = Path(__file__).resolve().parent.parent / "checker" / "serve.py"
-    if argv[:1] == ["--serve"]:
-        serve, argv = Path(argv[1]), argv[2:]
+    root = Path(__file__).resolve().parent.parent   # the folder holding the package
+    if argv[:1] == ["--root"]:
+        root, argv = Path(argv[1]), argv[2:]
     flags = ["--mode", _flag(argv, "--mode", "gpu"), "--spares", "1",
              "--flush", _flag(argv, "--flush", "read")]
     if "--settle-cycles" in argv:
         flags += ["--settle-cycles", _flag(argv, "--settle-cycles", "0")]
-    p = subprocess.Popen([sys.executable, str(serve), *flags], stdin=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", "checker.serve", *flags], cwd=str(root), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, env=os.environ)
     p.stdin.write(json.dumps({"op": "job", "id": "1", "argv": argv,
                               "timeout_s": float(os.environ.get("KERNLOOP_CHECK_TIMEOUT_S") or 300)}) + "\n")

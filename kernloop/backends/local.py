@@ -10,12 +10,12 @@ import json
 import os
 import random
 import shutil
-import sys
 import threading
 from pathlib import Path
 from typing import Callable
 
 import checker
+from checker import ship
 from kernloop.backends import perfmodel
 from kernloop import settings
 from kernloop.errors import KernLoopError
@@ -23,15 +23,6 @@ from kernloop.contract import read_config
 from kernloop.backends.resultline import ResultLineError, parse_result_line, validate_result
 from kernloop.backends.sandbox import run_child
 
-CHECKER_DIR = Path(checker.__file__).resolve().parent   # the checker package, shipped to every job
-CHECKER = CHECKER_DIR / "check.py"
-# Every file the checker runs from, copied flat next to each other (a Nebius job injects them so).
-CHECKER_MODULES = ("check.py", "judge.py", "worker.py", "ab.py", "channel.py", "contain.py",
-                   "lockdown.py", "scratch.py", "tree.py", "clock.py", "identity.py", "source.py",
-                   "timing.py", "validate.py", "sides.py", "serve.py", "pool.py", "compilewarm.py",
-                   "compileonce.py", "promotion.py")
-# what the judge imports only for --peers / --profile-kernel, staged beside it
-CHECKER_SIGHT = [CHECKER_DIR / n for n in ("sight.py", "peers.py", "peerstats.py", "kernelprofile.py", "ncu.py")]
 SYNTHETIC_DEVICE = ("SYNTHETIC: modeled NVIDIA H200 (timing from perfmodel.py; "
                     "correctness by the Triton interpreter on the CPU)")
 
@@ -50,26 +41,21 @@ def stage_job(spec, candidate: Path | None, champion: Path | None, workdir: Path
               checker: bool = True) -> dict[str, Path]:
     """Copy what one checker run needs into `workdir`; return the (absolute) paths by role.
     A side given as None is the spec's reference run in torch (`baseline: torch`): it has no
-    file, and `side_args` says so to the checker. `checker=False`: the spec and the kernels
-    only (a warm judge runs from checker/ itself)."""
+    file, and `side_args` says so to the checker. With `checker`, the whole package as
+    workdir/checker/ (checker.ship; keys `checker/<name>.py`), run as `python -m checker.check`
+    with cwd=workdir; `checker=False`: the spec and the kernels only (a warm judge runs from
+    the package itself)."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    files = {"spec": workdir / "spec.json", "checker": workdir / "check.py"}
+    files = {"spec": workdir / "spec.json"}
     files["spec"].write_text(json.dumps(spec.to_checker(), indent=1))
     for side, src in (("candidate", candidate), ("champion", champion)):
         if src is not None:
             files[side] = workdir / f"{side}.py"
             shutil.copyfile(src, files[side])
-    if not checker:
-        del files["checker"]
-        return files
-    shutil.copyfile(CHECKER, files["checker"])
-    for name in CHECKER_MODULES[1:]:
-        files[f"checker_{name[:-3]}"] = workdir / name
-        shutil.copyfile(CHECKER.parent / name, files[f"checker_{name[:-3]}"])
-    for src in CHECKER_SIGHT:
-        files[f"checker_{src.stem}"] = workdir / src.name
-        shutil.copyfile(src, files[f"checker_{src.stem}"])
+    if checker:
+        dest = Path(ship(workdir))
+        files.update({f"checker/{p.name}": p for p in sorted(dest.glob("*.py"))})
     return files
 
 
@@ -261,8 +247,9 @@ class LocalBackend(Backend):
     def command(self, f: dict[str, Path], slot: str | None, peers: bool = False,
                 digests: dict | None = None) -> tuple[list[str], dict]:
         """The one checker process of a cold job and its environment: candidate and champion
-        are timed in it, on the one GPU the slot pins."""
-        cmd = [sys.executable, str(f["checker"]), *self.checker_args(f, peers, True, digests)]
+        are timed in it, on the one GPU the slot pins. Run it with cwd = the job folder (the
+        one holding checker/: stage_job)."""
+        cmd = checker.command("check", *self.checker_args(f, peers, True, digests))
         return cmd, self.judge_env(slot)
 
     def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None,
@@ -385,8 +372,8 @@ class SyntheticBackend(Backend):
             self.jobs += 1
         job = Path(workdir).name
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
-        cmd = [sys.executable, str(f["checker"]), "--spec", str(f["spec"]), *side_args(f, digests),
-               "--mode", "interpret", "--backend", self.name, "--synthetic"]
+        cmd = checker.command("check", "--spec", str(f["spec"]), *side_args(f, digests),
+                              "--mode", "interpret", "--backend", self.name, "--synthetic")
         out = run_child(cmd, self.timeout_s, cwd=str(workdir),
                         env_extra={"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
         res = parse_child(out, self.name, True, Path(workdir) / "checker.log")

@@ -13,30 +13,26 @@ import json
 import shutil
 from pathlib import Path
 
-from kernloop.backends.local import CHECKER_DIR, CHECKER_SIGHT, stage_job
+from kernloop.backends.local import stage_job
 from kernloop.backends.resultline import ResultLineError, parse_result_line
 
 
 BATCH_MARKER = "KERNLOOP_BATCH "
-BATCH_ENTRY = CHECKER_DIR / "nebius_batch_entry.py"
+BATCH_ENTRY = "checker/nebius_batch_entry.py"   # in the shipped package, run as a script
 
 
-def stage_batch(spec, candidates: list[tuple[str, Path]], champion: Path | None, workdir: Path,
-                entry_name: str) -> dict[str, Path]:
-    """The files of one batch job: the checker, spec and champion once (no champion file: the
-    torch reference), each candidate as candidate-<id>.py, batch.json (the ids, in order), and
-    the batch entry as `entry_name`. Not the second look's modules: a batch job does none
-    (checker/nebius_batch_entry.py says why)."""
+def stage_batch(spec, candidates: list[tuple[str, Path]], champion: Path | None,
+                workdir: Path) -> dict[str, Path]:
+    """The files of one batch job: the checker package (workdir/checker/, its batch entry
+    BATCH_ENTRY among them), spec and champion once (no champion file: the torch reference),
+    each candidate as candidate-<id>.py and batch.json (the ids, in order)."""
     workdir = Path(workdir).resolve()
     files = stage_job(spec, None, champion, workdir)
-    for src in CHECKER_SIGHT:
-        del files[f"checker_{src.stem}"]
     for cid, path in candidates:
         files[f"candidate-{cid}"] = workdir / f"candidate-{cid}.py"
         shutil.copyfile(path, files[f"candidate-{cid}"])
     files["batch"] = workdir / "batch.json"
     files["batch"].write_text(json.dumps([cid for cid, _ in candidates]), encoding="utf-8")
-    files["entry"] = Path(shutil.copyfile(BATCH_ENTRY, workdir / entry_name))
     return files
 
 

@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import socket
 import tempfile
 import threading
@@ -32,12 +31,12 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import checker
 from kernloop import settings
 from kernloop.backends.local import (SYNTHETIC_DEVICE, Backend, BackendError, SyntheticBackend,
                             failed_result, parse_child, stage_job)
 from kernloop.backends.sandbox import ChildResult
 
-from kernloop.backends.local import CHECKER_DIR
 CONNECT_TIMEOUT_S = 5.0     # the TCP check of RAY_ADDRESS before Ray is asked to connect
 ENTRY_SLACK_S = 5.0         # a task's own work around each judge (copying the checker's files)
 POLL_S = 0.5                # how often a waiting job looks at the interrupt flag
@@ -192,10 +191,7 @@ def ship_checker(folder: Path) -> str:
     """The job's working_dir: checker/'s modules and nothing else (no run folders, no results).
     A working_dir, not py_modules, also stops Ray from putting this machine's own paths on the
     nodes' sys.path, so every node runs the checker shipped with the job, never a stale copy."""
-    dest = folder / "checker"
-    dest.mkdir(parents=True)
-    for src in CHECKER_DIR.glob("*.py"):
-        shutil.copyfile(src, dest / src.name)
+    checker.ship(folder)
     return str(folder)
 
 
@@ -275,7 +271,8 @@ class RayBackend(Backend):
 
     def _run(self, spec, cands: list, champion, workdir: Path, peers: bool) -> list[dict]:
         workdir.mkdir(parents=True, exist_ok=True)
-        staged = [(cid, stage_job(spec, _path(path), _path(champion), wd)) for cid, path, wd, _ in cands]
+        staged = [(cid, stage_job(spec, _path(path), _path(champion), wd, checker=False))   # the task ships
+                  for cid, path, wd, _ in cands]                                         # its own package
         journal = _Journal(workdir / "ray_job.log")
         answer, attempts, error = self._submit(self._job(spec, workdir.name, staged, peers), journal,
                                                len(cands))

@@ -1,4 +1,4 @@
-"""The local backend's warm judge: one checker/serve.py process per GPU slot for a whole run,
+"""The local backend's warm judge: one `python -m checker.serve` process per GPU slot for a whole run,
 driven over pipes (one JSON request a line in; one KERNLOOP_RESULT line per request out, read
 by resultline.py's parser like every checker's line).
 
@@ -17,7 +17,6 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,7 +25,6 @@ import checker
 from kernloop.backends.resultline import ResultLineError, parse_result_line
 from kernloop.backends.sandbox import FILE_LIMIT, stripped_env
 
-SERVE = Path(checker.__file__).resolve().parent / "serve.py"
 ANSWER_GRACE_S = 60.0   # beyond a job's own limit (the judge enforces that one on its workers)
 START_S = 600.0         # a judge that has not said hello by then is broken
 LOG_CAP = 64 << 20      # bytes of a judge's stderr kept in its log file
@@ -49,7 +47,8 @@ class JudgeProcess:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, str(SERVE), *flags], stdin=subprocess.PIPE,
+        # run from the folder holding the package (its jobs' paths are absolute: stage_job)
+        self.proc = subprocess.Popen(checker.command("serve", *flags), cwd=checker.ROOT, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=stripped_env(env_extra), start_new_session=True,
                                      preexec_fn=_limits)

@@ -61,7 +61,10 @@ def resolve_function(target: str):
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
         else:
-            sys.path.insert(0, os.getcwd())
+            # The USER's module, named as from their own folder (as `python -c "import mod"`
+            # would find it): the one sys.path change in product code, never for KernLoop's
+            # own modules (tests/test_structure.py allows exactly this line).
+            sys.path.insert(0, os.getcwd())   # user module: `new --from mod:fn`
             mod = importlib.import_module(mod_name)
     except OnrampError:
         raise
