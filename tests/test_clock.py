@@ -127,7 +127,7 @@ def test_both_workers_spin_the_judges_one_settle_count_and_calibrate_nothing():
 def test_a_burst_with_one_spin_spins_once_before_its_flushes():
     """--burst-spin once (not the default): the worker's burst spins once, then flushes without
     a spin before each call, so the SM clock moves only one spin's time per burst."""
-    from checker import timing
+    from checker import judge, timing
     t = _RecordingTorch()
     f = timing.Flusher(t, SimpleNamespace(type="cuda"), "read", settle_cycles=1000)
     f.spin()
@@ -195,7 +195,7 @@ def test_an_a_b_may_end_early_only_for_a_candidate_clearly_slower_in_median_and_
     """timing.clearly_slower (SYNTHETIC per-rep numbers): a candidate 30% slower ends its A/B
     after 10 reps; not before 10 reps, not a copy, not a candidate 5% faster, not one slower in
     median whose pairs are split (a burst on its side), not one only 5% slower."""
-    from checker import timing
+    from checker import judge, timing
     rng = random.Random(7)
     champ = [1.0 + rng.gauss(0, 0.01) for _ in range(50)]
     def cand(factor):
@@ -255,7 +255,7 @@ def test_one_disturbed_burst_of_three_does_not_decide_and_the_order_alternates()
 def test_no_gc_turns_the_collector_off_inside_and_restores_it_even_on_error():
     import gc
 
-    from checker import timing
+    from checker import judge, timing
     assert gc.isenabled()
     with timing.no_gc():
         assert not gc.isenabled()

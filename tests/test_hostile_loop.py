@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests import hostile_cases as H
 from tests.loopback_openai import LoopbackOpenAI, reply
 from tests.test_nemotron_e2e import _baseline_code, _child_env, _with_config
