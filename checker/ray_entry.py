@@ -15,7 +15,7 @@ The job (a dict, built once by the driver, so a retried task times the same byte
      "env": {name: value}, "spec": bytes, "champion": bytes | None (None: the torch reference),
      "candidates": [[candidate id, bytes | None], ...]}
 The answer: {"node": {node_id, ip, host, pid, gpus}, "runs": [{id, returncode, stdout, stderr,
-timed_out, wall_s}], "python": version, "checker_dir": where this package ran from, "wall_s": float}. stdout holds the judge's result line;
+timed_out, wall_s, limit_s}], "python": version, "checker_dir": where this package ran from, "wall_s": float}. stdout holds the judge's result line;
 the driver parses it with the parser every backend shares.
 """
 import os
@@ -120,7 +120,8 @@ def run_one(job: dict, cid: str, candidate) -> dict:
                 p.wait()
             return {"id": cid, "returncode": None if timed_out else p.returncode,
                     "stdout": _read_capped(out), "stderr": _read_capped(err),
-                    "timed_out": timed_out, "wall_s": round(time.monotonic() - t0, 3)}
+                    "timed_out": timed_out, "wall_s": round(time.monotonic() - t0, 3),
+                    "limit_s": job["timeout_s"]}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

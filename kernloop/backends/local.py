@@ -76,9 +76,10 @@ def parse_child(out, backend: str, synthetic: bool, log_path: Path | None) -> di
         log_path.write_text(out.stderr[-200_000:], encoding="utf-8")
     tail = out.stderr[-1500:]
     meta = {"wall_s": round(out.wall_s, 3), "returncode": out.returncode}
-    if out.timed_out:
+    if out.timed_out:   # name the limit (a setting), not the wall time (it depends on load)
+        limit = f"{out.limit_s:g}" if out.limit_s is not None else f"{out.wall_s:.0f}"
         return failed_result(backend, synthetic, "backend",
-                             f"checker timed out after {out.wall_s:.0f} s (process group killed)",
+                             f"checker timed out after {limit} s (process group killed)",
                              stderr_tail=tail, **meta)
     try:
         res = parse_result_line(out.stdout)

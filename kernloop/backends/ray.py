@@ -298,7 +298,7 @@ class RayBackend(Backend):
         label = node_label(node)
         child = ChildResult(run.get("returncode"), run.get("stdout") or "",
                             (run.get("stderr") or "")[-STDERR_KEPT:], bool(run.get("timed_out")),
-                            float(run.get("wall_s") or 0.0))
+                            float(run.get("wall_s") or 0.0), run.get("limit_s"))
         res = parse_child(child, self.name, self.synthetic, wd / "checker.log")
         if not res.get("ok"):
             missing = None if child.timed_out else (

@@ -33,6 +33,7 @@ class ChildResult:
     stderr: str
     timed_out: bool
     wall_s: float
+    limit_s: float | None = None   # the timeout it ran under: what a timeout message names
 
 
 def _read_capped(f) -> str:
@@ -80,4 +81,4 @@ def run_child(cmd: list[str], timeout: float, cwd: str | None = None,
                 pass
             p.wait()
         return ChildResult(None if timed_out else p.returncode, _read_capped(out),
-                           _read_capped(err), timed_out, time.monotonic() - t0)
+                           _read_capped(err), timed_out, time.monotonic() - t0, timeout)
