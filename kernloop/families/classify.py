@@ -1,0 +1,165 @@
+"""Which template family a recorded reference is, from its operators alone (pure; no torch).
+
+A match names the family, the template's constants and how the entry's inputs reach the
+template's launcher. It is a guess from the operators' structure: `kernloop.families.template`
+confirms each one numerically before it is used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernloop.families.capture import Op, Ref
+
+FAMILIES = ("softmax", "log-softmax", "RMSNorm", "LayerNorm", "activation", "matmul")
+ACTIVATIONS = {"relu": 0, "gelu": 1, "silu": 3, "sigmoid": 4, "tanh": 5}   # gelu tanh: 2
+RMS_OPS = {"mul", "pow", "mean", "add", "rsqrt", "sqrt", "div", "reciprocal"}
+
+
+@dataclass(frozen=True)
+class Match:
+    family: str                 # the template file: softmax, rownorm, unary, matmul
+    label: str                  # what was recognised, for people: "LayerNorm (weight w, bias b)"
+    constants: dict             # the template's module constants: {"LAYER": True, "EPS": 1e-5}
+    call: str                   # the launcher call the entry returns, in the entry's input names
+    held: dict = field(default_factory=dict)   # held tensor index -> the value it must have (1.0, 0.0)
+
+
+def _const(r):
+    return r.value if isinstance(r, Ref) and r.kind == "const" else None
+
+
+def _input(r) -> int | None:
+    return r.value if isinstance(r, Ref) and r.kind == "input" else None
+
+
+def _last_dim(dim, rank: int) -> bool:
+    return isinstance(dim, int) and dim in (-1, rank - 1)
+
+
+def classify(ops: list[Op], names: list[str], ranks: list[int]) -> Match | None:
+    """The family of a reference that ran `ops` on inputs named `names` of ranks `ranks`."""
+    for rule in (_softmax, _layer_norm, _rms_norm, _activation, _matmul):
+        m = rule(ops, names, ranks)
+        if m is not None:
+            return m
+    return None
+
+
+def _softmax(ops, names, ranks):
+    if len(ops) != 1 or ops[0].name not in ("_softmax", "_log_softmax"):
+        return None
+    x, dim = _input(ops[0].args[0]), _const(ops[0].args[1])
+    if x is None or not _last_dim(dim, ranks[x]):
+        return None
+    log = ops[0].name == "_log_softmax"
+    return Match("softmax", f"{'log-softmax' if log else 'softmax'} over the last dim of {names[x]}",
+                 {"LOG": log}, f"_launch({names[x]})")
+
+
+def _affine(ref, names, neutral: float, held: dict) -> tuple[str | None, bool] | None:
+    """(input name, present) for a norm's weight or bias: an input, none, or a tensor the
+    reference holds that must be all `neutral` (nn.LayerNorm's fresh weight and bias, checked
+    by the caller); None for anything else."""
+    if ref is None or ref == Ref("const", None):
+        return None, False
+    if _input(ref) is not None:
+        return names[_input(ref)], True
+    if isinstance(ref, Ref) and ref.kind == "held":
+        held[ref.value] = neutral
+        return None, False
+    return None
+
+
+def _layer_norm(ops, names, ranks):
+    if len(ops) != 1 or ops[0].name != "native_layer_norm":
+        return None
+    a = ops[0].args
+    x, shape, eps = _input(a[0]), a[1], _const(a[4])
+    if x is None or not isinstance(eps, float):
+        return None
+    dims = [_const(d) for d in shape] if isinstance(shape, (list, tuple)) else []
+    if not dims or len(dims) > ranks[x] or not all(isinstance(d, int) for d in dims):
+        return None
+    held: dict = {}
+    weight, bias = _affine(a[2], names, 1.0, held), _affine(a[3], names, 0.0, held)
+    if weight is None or bias is None:
+        return None
+    (w, has_w), (b, has_b) = weight, bias
+    n = " * ".join(f"{names[x]}.shape[{-k}]" for k in range(len(dims), 0, -1))
+    what = ", ".join([f"weight {w}"] * bool(has_w) + [f"bias {b}"] * bool(has_b)) or "no affine"
+    return Match("rownorm", f"LayerNorm over the last {len(dims)} dim(s) of {names[x]} ({what})",
+                 {"LAYER": True, "HAS_W": has_w, "HAS_B": has_b, "EPS": eps},
+                 f"_launch({names[x]}, {w or names[x]}, {b or names[x]}, {n})", held)
+
+
+def _rms_norm(ops, names, ranks):
+    """x * rsqrt(mean(x*x, -1, keepdim) + eps) [* w], however the reference spells it."""
+    if not ops or len(ops) > 10 or any(o.name not in RMS_OPS for o in ops):
+        return None
+    means = [o for o in ops if o.name == "mean"]
+    if len(means) != 1 or not any(o.name in ("rsqrt", "sqrt") for o in ops):
+        return None
+    users = {_input(r) for o in ops for r in o.args if _input(r) is not None}
+    xs = [i for i in users if ranks[i] >= 1]
+    x = max(xs, key=lambda i: ranks[i]) if xs else None
+    dims = _const(means[0].args[1][0]) if isinstance(means[0].args[1], (list, tuple)) else None
+    if x is None or not _last_dim(dims, ranks[x]):
+        return None
+    eps = [_const(r) for o in ops if o.name == "add" for r in o.args if isinstance(_const(r), float)]
+    ws = [i for i in users if i != x and ranks[i] == 1]
+    if len(eps) != 1 or len(ws) > 1 or users - {x, *ws}:
+        return None
+    w = names[ws[0]] if ws else None
+    return Match("rownorm", f"RMSNorm over the last dim of {names[x]}" + (f" (weight {w})" if w else ""),
+                 {"LAYER": False, "HAS_W": bool(w), "HAS_B": False, "EPS": eps[0]},
+                 f"_launch({names[x]}, {w or names[x]}, {names[x]}, {names[x]}.shape[-1])")
+
+
+def _act_code(op: Op) -> int | None:
+    if op.name not in ACTIVATIONS:
+        return None
+    if op.name == "gelu" and _const(op.kwargs.get("approximate")) == "tanh":
+        return 2
+    return ACTIVATIONS[op.name]
+
+
+def _activation(ops, names, ranks):
+    if len(ops) != 1 or _act_code(ops[0]) is None or len(ops[0].args) != 1:
+        return None
+    x = _input(ops[0].args[0])
+    if x is None:
+        return None
+    return Match("unary", f"{ops[0].name} of {names[x]}", {"ACT": _act_code(ops[0])}, f"_launch({names[x]})")
+
+
+def _matmul(ops, names, ranks):
+    """mm(a, b) or addmm(bias, a, b), then optionally + bias, then optionally an activation."""
+    if not ops or len(ops) > 3:
+        return None
+    first, rest, bias = ops[0], list(ops[1:]), None
+    if first.name == "mm" and len(first.args) == 2:
+        a, b = _input(first.args[0]), _input(first.args[1])
+    elif first.name == "addmm" and len(first.args) == 3 and not first.kwargs:
+        bias, a, b = (_input(r) for r in first.args)
+        if bias is None:
+            return None
+    else:
+        return None
+    if a is None or b is None or ranks[a] != 2 or ranks[b] != 2:
+        return None
+    if rest and rest[0].name == "add" and bias is None and len(rest[0].args) == 2 and not rest[0].kwargs:
+        pair = rest.pop(0).args
+        if Ref("op", 0) not in pair:
+            return None
+        bias = _input(pair[1] if pair[0] == Ref("op", 0) else pair[0])
+        if bias is None or ranks[bias] != 1:
+            return None
+    act = -1
+    if rest:
+        act = _act_code(rest[0])
+        if act is None or len(rest) > 1 or rest[0].args != (Ref("op", len(ops) - 2),):
+            return None
+    label = f"matmul {names[a]} @ {names[b]}" + (f" + {names[bias]}" if bias is not None else "") + \
+        (f", then {rest[0].name}" if rest else "")
+    return Match("matmul", label, {"HAS_BIAS": bias is not None, "ACT": act},
+                 f"_launch({names[a]}, {names[b]}, {names[bias] if bias is not None else names[a]})")
