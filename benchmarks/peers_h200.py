@@ -89,6 +89,18 @@ def kb_spec(name: str, work: Path) -> Path:
     return path
 
 
+def torch_spec(name: str, work: Path) -> Path:
+    """The shipped spec with `baseline: torch` and no search space: the tuner starts from its
+    family template (kernloop/families), as for a spec `new` writes from a torch one-liner."""
+    import yaml
+    d = yaml.safe_load((ROOT / "specs" / f"{name}.yaml").read_text())
+    d["baseline"] = "torch"
+    d.pop("search_space", None)
+    path = work / f"{name}_torch.yaml"
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    return path
+
+
 def job_costs(ev: dict) -> dict:
     """A job's whole wall time (the backend's clock around the child: process start to result)
     beside the judge's verdict time (the second look's start, else the end)."""
@@ -141,7 +153,8 @@ def digest(events: list[dict]) -> dict:
 def run_spec(name: str, work: Path, runs: Path, a) -> dict:
     import orchestrator
     from kernloop.trajectory import read_events
-    spec_path = kb_spec(name, work) if name in KB else ROOT / "specs" / f"{name}.yaml"
+    spec_path = kb_spec(name, work) if name in KB else \
+        torch_spec(name, work) if a.torch_start else ROOT / "specs" / f"{name}.yaml"
     before = set(runs.glob("*/run.jsonl")) if runs.exists() else set()
     t0 = time.monotonic()
     argv = ["--spec", str(spec_path), "--backend", "synthetic" if a.dry else "local", "--proposer", "tuner",
@@ -197,6 +210,8 @@ def main(argv=None) -> int:
     ap.add_argument("--spec-minutes", type=float, default=0.35)
     ap.add_argument("--max-minutes", type=float, default=8.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--torch-start", action="store_true",
+                    help="shipped specs as `baseline: torch`: the tuner starts from its family template")
     ap.add_argument("--runs", default=None, help="folder for the run folders (default: a temporary one)")
     ap.add_argument("--tar", type=Path, default=None)
     ap.add_argument("--dry", action="store_true", help="SYNTHETIC backend on the CPU: a smoke test, "
@@ -209,7 +224,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown spec(s) {bad}: choose from {ALL}")
     t0 = time.monotonic()
     res = {"what": "champion vs best peer per spec, peers timed in the loop's own jobs",
-           "synthetic": a.dry, "specs": {}, "not_run": []}
+           "synthetic": a.dry, "torch_start": a.torch_start, "specs": {}, "not_run": []}
     with tempfile.TemporaryDirectory() as tmp:
         work, runs = Path(tmp) / "specs", Path(a.runs or Path(tmp) / "runs")
         work.mkdir()

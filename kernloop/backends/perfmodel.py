@@ -92,7 +92,8 @@ def matmul_time(shape: dict, cfg: dict, elem_bytes: int = 2) -> float:
 
 def stream_time(nbytes: float, cfg: dict, row_len: int, programs: int) -> float:
     """Memory-bound kernels: bytes over bandwidth times an efficiency from the launch shape."""
-    block = _get(cfg, "BLOCK_SIZE", "BLOCK_N", "BLOCK", "BLOCK_K", default=1024)
+    # No block key: the program holds its whole row (KernLoop's row templates, up to 16384).
+    block = _get(cfg, "BLOCK_SIZE", "BLOCK_N", "BLOCK", "BLOCK_K", default=min(row_len, 16384))
     warps = cfg.get("num_warps", 4)
     per_thread = max(1, min(block, row_len) / (32 * warps))
     if per_thread < 8:        # below one 16-byte vector per thread: narrow loads

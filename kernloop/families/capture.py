@@ -51,6 +51,18 @@ def _ref(x, refs: dict, held: list):
     return Ref("const", x)
 
 
+def _touches(refs: dict, args, kwargs) -> bool:
+    """Some argument is an input or what an earlier recorded operator made of one."""
+    stack = [*args, *kwargs.values()]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif id(v) in refs:
+            return True
+    return False
+
+
 def record(fn, inputs: list) -> Capture:
     """Call fn(*inputs) under a dispatch mode that writes down every aten operator."""
     import torch
@@ -69,6 +81,8 @@ def record(fn, inputs: list) -> Capture:
             name = func.overloadpacket.__name__
             first = out[0] if isinstance(out, (list, tuple)) else out
             keep.append(out)
+            if not _touches(refs, args, kwargs):   # builds a constant (a module's own weight,
+                return out                         # made in the call): read later as held
             if name in PASS_THROUGH and args and isinstance(args[0], torch.Tensor):
                 if id(args[0]) in refs and isinstance(first, torch.Tensor):
                     refs[id(first)] = refs[id(args[0])]

@@ -132,34 +132,49 @@ def _activation(ops, names, ranks):
     return Match("unary", f"{ops[0].name} of {names[x]}", {"ACT": _act_code(ops[0])}, f"_launch({names[x]})")
 
 
+def _operand(ref, ops, names, ranks) -> tuple[str, int] | None:
+    """An input, or a transpose of one (F.linear's weight), as launcher text and its rank."""
+    if _input(ref) is not None:
+        return names[ref.value], ranks[ref.value]
+    if isinstance(ref, Ref) and ref.kind == "op" and ops[ref.value].name == "t" and len(ops[ref.value].args) == 1:
+        inner = _operand(ops[ref.value].args[0], ops, names, ranks)
+        return (f"{inner[0]}.t()", 2) if inner and inner[1] == 2 else None
+    return None
+
+
 def _matmul(ops, names, ranks):
-    """mm(a, b) or addmm(bias, a, b), then optionally + bias, then optionally an activation."""
-    if not ops or len(ops) > 3:
+    """mm(a, b) or addmm(bias, a, b) (a or b maybe transposed views), then optionally + bias,
+    then optionally an activation."""
+    core = [i for i, o in enumerate(ops) if o.name != "t"]
+    if not core or len(core) > 3:
         return None
-    first, rest, bias = ops[0], list(ops[1:]), None
-    if first.name == "mm" and len(first.args) == 2:
-        a, b = _input(first.args[0]), _input(first.args[1])
+    first, rest, bias = ops[core[0]], core[1:], None
+    if first.name == "mm" and len(first.args) == 2 and not first.kwargs:
+        a, b = first.args
     elif first.name == "addmm" and len(first.args) == 3 and not first.kwargs:
-        bias, a, b = (_input(r) for r in first.args)
-        if bias is None:
+        bias, a, b = _input(first.args[0]), first.args[1], first.args[2]
+        if bias is None or ranks[bias] != 1:
             return None
     else:
         return None
-    if a is None or b is None or ranks[a] != 2 or ranks[b] != 2:
+    a, b = _operand(a, ops, names, ranks), _operand(b, ops, names, ranks)
+    if a is None or b is None or a[1] != 2 or b[1] != 2:
         return None
-    if rest and rest[0].name == "add" and bias is None and len(rest[0].args) == 2 and not rest[0].kwargs:
-        pair = rest.pop(0).args
-        if Ref("op", 0) not in pair:
+    prev = core[0]
+    if rest and ops[rest[0]].name == "add" and bias is None:
+        pair = ops[rest[0]].args
+        if len(pair) != 2 or ops[rest[0]].kwargs or Ref("op", prev) not in pair:
             return None
-        bias = _input(pair[1] if pair[0] == Ref("op", 0) else pair[0])
+        bias = _input(pair[1] if pair[0] == Ref("op", prev) else pair[0])
         if bias is None or ranks[bias] != 1:
             return None
+        prev = rest.pop(0)
     act = -1
     if rest:
-        act = _act_code(rest[0])
-        if act is None or len(rest) > 1 or rest[0].args != (Ref("op", len(ops) - 2),):
+        act = _act_code(ops[rest[0]])
+        if act is None or len(rest) > 1 or ops[rest[0]].args != (Ref("op", prev),):
             return None
-    label = f"matmul {names[a]} @ {names[b]}" + (f" + {names[bias]}" if bias is not None else "") + \
-        (f", then {rest[0].name}" if rest else "")
+    label = f"matmul {a[0]} @ {b[0]}" + (f" + {names[bias]}" if bias is not None else "") + \
+        (f", then {ops[rest[0]].name}" if rest else "")
     return Match("matmul", label, {"HAS_BIAS": bias is not None, "ACT": act},
-                 f"_launch({names[a]}, {names[b]}, {names[bias] if bias is not None else names[a]})")
+                 f"_launch({a[0]}, {b[0]}, {names[bias] if bias is not None else a[0]})")

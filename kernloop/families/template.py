@@ -19,6 +19,10 @@ MAX_PER_THREAD = 64     # float32 values a row kernel keeps per thread (more spi
 class NoTemplate(KernLoopError):
     """The reference is in no template family: the message says what it runs."""
 
+    def __init__(self, msg: str, ran: str):
+        super().__init__(msg)
+        self.ran = ran   # the aten operators the reference ran, comma-separated
+
 
 @dataclass
 class Start:
@@ -38,10 +42,10 @@ def start(spec) -> Start:
     match = None if cap.overflow else classify(cap.ops, names, [x.dim() for x in cap.inputs])
     if match is None:
         raise NoTemplate(f"the built-in tuner has no template for this reference (it runs {what}; "
-                         f"the families are {', '.join(FAMILIES)})")
+                         f"the families are {', '.join(FAMILIES)})", what)
     if not confirm(match, cap, names):
         raise NoTemplate(f"the reference looks like {match.label} but does not compute it on the "
-                         f"spec's inputs (it runs {what}): the built-in tuner has no template for it")
+                         f"spec's inputs (it runs {what}): the built-in tuner has no template for it", what)
     dims = sizes(match, spec)
     space, allowed, config = SPACES[match.family](dims)
     return Start(match, instantiate(match, spec, config), config, space, allowed)

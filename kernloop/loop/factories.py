@@ -63,8 +63,10 @@ def make_proposer(kind: str, spec, seed: int):
             raise ProposerError("--proposer llm needs KERNLOOP_LLM_API_KEY or KERNLOOP_LLM_BASE_URL")
     if llm is not None:
         return llm, f"LLM proposer: {llm.describe().get('model')} at {llm.describe().get('endpoint_host')}"
-    if spec.torch_baseline:   # nothing for the tuner to tune: stop before any run folder exists
-        raise ProposerError(torchstart.TUNER_REFUSAL)
     why = ": no LLM endpoint (KERNLOOP_LLM_API_KEY, KERNLOOP_LLM_BASE_URL unset)" if kind == "auto" \
         else " (rewrites CONFIG only)"
+    if spec.torch_baseline:   # the tuner starts from a family template, or stops before any run folder
+        begin = torchstart.template(spec)
+        return (Tuner(begin.space, seed=seed, start=begin),
+                f"built-in tuner{why}; starts from the {begin.match.family} template ({begin.match.label})")
     return Tuner(spec.search_space, seed=seed), "built-in tuner" + why

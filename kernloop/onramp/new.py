@@ -17,6 +17,7 @@ import yaml
 
 from kernloop import contract
 from kernloop.errors import ArgParser
+from kernloop.onramp import nextstep
 from kernloop.onramp.draft import ELEM_BYTES, Draft, OnrampError, tensor_bytes
 from kernloop.spec import SpecError, load_spec
 
@@ -375,8 +376,8 @@ def render(d: Draft, out_shape: list, flops: tuple, model: str, baseline: str, s
     gpu, chk = gpu_shapes(d), check_shapes(d)
     L = [f"# Written by `{command}`; edit freely.", *[f"# {n}" for n in d.notes],
          f"name: {d.name}", f"description: {json.dumps(d.description)}", f"entry: {d.entry}"]
-    L.append(f"baseline: {baseline}" + ("      # the reference in torch is the time to beat; an LLM "
-                                        "writes the first Triton kernel" if baseline == "torch" else ""))
+    L.append(f"baseline: {baseline}" + ("      # the reference in torch is the time to beat; the first "
+                                        "Triton kernel: a family template or an LLM's" if baseline == "torch" else ""))
     L += [f"dtype: {d.dtype}", "inputs:"] + [f"  - {_flow(i)}" for i in d.inputs]
     L.append(f"output: {_flow({'shape': out_shape})}")
     L.append(f"reference: {json.dumps(d.reference)}     # evaluated in float32 on upcast inputs")
@@ -485,12 +486,5 @@ def main(argv) -> int:
     except Exception as e:   # noqa: BLE001 - a problem no rule foresaw: still one line, nothing left
         raise OnrampError(f"new: cannot write a spec from {args.from_kernelbench or args.source}: "
                           f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
-    # Each path and command stands alone on its line, to copy whatever its length (#47).
-    print("wrote the spec and its reference:" if d.write_file else "wrote the spec:")
-    print(f"  {path}")
-    if d.write_file:
-        print(f"  {spec_dir / d.write_file}")
-    print("next, check a kernel against it, or run the loop on it:")
-    print(f"  python orchestrator.py check --spec {path} KERNEL.py")
-    print(f"  python orchestrator.py --spec {path}")
+    print("\n".join(nextstep.lines(path, spec_dir / d.write_file if d.write_file else None)))
     return 0

@@ -1,10 +1,30 @@
-"""A torch-only start (`baseline: torch`): the champion text shown to the proposer, and why the tuner cannot start one."""
+"""A torch-only start (`baseline: torch`): the champion text shown to the proposer, and the
+tuner's first kernel (a family template) or the one line saying there is none."""
 from __future__ import annotations
 
-TUNER_REFUSAL = ("the spec says `baseline: torch`: there is no Triton kernel and no CONFIG for the "
-                 "built-in tuner to tune. Give an LLM (KERNLOOP_LLM_BASE_URL or KERNLOOP_LLM_API_KEY, "
-                 "--proposer llm) to write the first Triton version, or a Triton baseline file in "
-                 "the spec's `baseline:` field")
+from kernloop.errors import KernLoopError
+
+NO_TEMPLATE_HINT = ("give an LLM (KERNLOOP_LLM_BASE_URL or KERNLOOP_LLM_API_KEY, --proposer llm) to "
+                    "write the first Triton version, or a Triton baseline file in the spec's "
+                    "`baseline:` field")
+
+
+class NoStart(KernLoopError):
+    """The tuner cannot start a `baseline: torch` spec: its reference is in no template family."""
+
+    def __init__(self, msg: str, ran: str):
+        super().__init__(msg)
+        self.ran = ran
+
+
+def template(spec):
+    """The family template the tuner starts a `baseline: torch` spec from (families.Start);
+    NoStart, with what the reference runs and what to do, when no family matches."""
+    from kernloop.families.template import NoTemplate, start   # torch: imported when needed
+    try:
+        return start(spec)
+    except NoTemplate as e:
+        raise NoStart(f"{e}; {NO_TEMPLATE_HINT}", e.ran) from None
 
 
 def champion_text(spec) -> str:

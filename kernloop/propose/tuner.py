@@ -140,7 +140,14 @@ class Tuner:
     model = None
 
     def __init__(self, space: dict, seed: int = 0, initial: int = INITIAL_SAMPLES,
-                 elem_bytes: int = 2, device: str | None = None, estimate: bool = True):
+                 elem_bytes: int = 2, device: str | None = None, estimate: bool = True,
+                 start=None):
+        # start: a family template (kernloop.families.template.Start) for a `baseline: torch`
+        # spec. Until one of its configs wins, the champion is torch (no CONFIG): the tuner
+        # tunes the template instead, its first candidate being the template as filled in.
+        self.start = start
+        self.allowed = start.allowed if start is not None else (lambda cfg: True)
+        self.pruned = 0   # configs the template's limits passed over for the current proposal
         if not space:
             raise ValueError("the spec has no search_space: the tuner has nothing to change")
         self.space = {k: list(v) for k, v in space.items()}
@@ -197,6 +204,10 @@ class Tuner:
             self.mark_tried(cand)
             self.too_big += 1
             return False
+        if not self.allowed(cand):   # e.g. more registers a thread than the template allows
+            self.mark_tried(cand)
+            self.pruned += 1
+            return False
         return True
 
     def _step(self, cfg: dict, moves) -> dict | None:
@@ -223,7 +234,7 @@ class Tuner:
         return f"{changes} ({why})"
 
     def next_config(self, champion_cfg: dict, last_promoted: bool) -> tuple[dict | None, str]:
-        self.skipped = self.too_big = 0
+        self.skipped = self.too_big = self.pruned = 0
         cand, note = self._next_config(champion_cfg, last_promoted)
         if self.skipped:   # say why the search passed over configs; one line
             what = "1 config that needs" if self.skipped == 1 else f"{self.skipped} configs that need"
@@ -232,6 +243,8 @@ class Tuner:
             what = "1 config whose" if self.too_big == 1 else f"{self.too_big} configs whose"
             note += (f" (skipped {what} tiles need more than the {self.smem_limit // 1024} KB of "
                      "shared memory a block has)")
+        if self.pruned:
+            note += f" (skipped {self.pruned} config(s) past the template's register limit)"
         return cand, note
 
     def _next_config(self, champion_cfg: dict, last_promoted: bool) -> tuple[dict | None, str]:
@@ -284,7 +297,13 @@ class Tuner:
 
     def propose(self, ctx: ProposalContext) -> Proposal:
         self.elem_bytes = DTYPE_BYTES.get(getattr(ctx.spec, "dtype", None), self.elem_bytes)
-        cfg = ctx.champion_config or read_config(ctx.champion_code)
+        code, cfg = ctx.champion_code, ctx.champion_config or read_config(ctx.champion_code)
+        if cfg is None and self.start is not None:   # torch is champion: tune the template
+            code, cfg = self.start.code, dict(self.start.config)
+            if _key(cfg) not in self.tried:
+                self.mark_tried(cfg)
+                note = f"template {self.start.match.family} for {self.start.match.label}"
+                return Proposal(code=code, note=note, proposer="tuner", meta={"config": cfg})
         if cfg is None:
             return Proposal(code=None, note="", proposer="tuner",
                             error="champion has no CONFIG literal the tuner can rewrite")
@@ -293,5 +312,5 @@ class Tuner:
             self.exhausted = True
             return Proposal(code=None, note=note, proposer="tuner", error=note)
         self.mark_tried(new)
-        code = _set_note(replace_config(ctx.champion_code, new), "tuner: " + note)
+        code = _set_note(replace_config(code, new), "tuner: " + note)
         return Proposal(code=code, note=note, proposer="tuner", meta={"config": new})

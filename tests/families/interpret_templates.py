@@ -1,0 +1,76 @@
+"""Run every family template in the Triton interpreter against torch (float32 math), in fp16 and
+fp32, on small odd shapes, the long-row path included; print one JSON line of rel-L2 errors.
+
+Run in its own process with TRITON_INTERPRET=1 (tests/test_families.py), so the interpreter
+setting never leaks into another test's process.
+"""
+import json
+import os
+import sys
+import types
+
+import torch
+import torch.nn.functional as F
+
+from kernloop.families.classify import Match
+from kernloop.families.template import instantiate
+
+assert os.environ.get("TRITON_INTERPRET") == "1"
+ROWS = dict(ROWS=2, num_warps=2, CHUNK=16)   # a short chunk: a row of 37 is three chunks
+
+
+def spec(entry, names):
+    return types.SimpleNamespace(entry=entry, input_names=names)
+
+
+def case(match, names, fused_max, cfg):
+    code = instantiate(match, spec("entry", names), cfg)
+    code = code.replace("FUSED_MAX = 16384", f"FUSED_MAX = {fused_max}")
+    mod = types.ModuleType("tpl")
+    exec(compile(code, "<template>", "exec"), mod.__dict__)
+    return mod.entry
+
+
+def rel(got, want):
+    return float((got.float() - want).norm() / want.norm().clamp_min(1e-30))
+
+
+def act(code, v):
+    return {0: F.relu, 1: F.gelu, 2: lambda t: F.gelu(t, approximate="tanh"), 3: F.silu,
+            4: torch.sigmoid, 5: torch.tanh}.get(code, lambda t: t)(v)
+
+
+def run(dtype):
+    g = torch.Generator().manual_seed(0)
+    rnd = lambda *s: torch.randn(*s, generator=g).to(dtype)   # noqa: E731
+    out = {}
+    x, w, b = rnd(5, 3, 37), rnd(37), rnd(37)
+    xf, wf, bf = x.float(), w.float(), b.float()
+    for fused in (16384, 16):   # the whole row in registers, then the chunked long-row path
+        tag = "fused" if fused > 16 else "chunked"
+        for log in (False, True):
+            f = case(Match("softmax", "", {"LOG": log}, "_launch(x)"), ["x"], fused, ROWS)
+            want = (F.log_softmax if log else F.softmax)(xf, -1)
+            out[f"{'log' if log else ''}softmax/{tag}"] = rel(f(x), want)
+        ln = Match("rownorm", "", {"LAYER": True, "HAS_W": True, "HAS_B": True, "EPS": 1e-5},
+                   "_launch(x, w, b, x.shape[-1])")
+        out[f"layernorm/{tag}"] = rel(case(ln, ["x", "w", "b"], fused, ROWS)(x, w, b),
+                                      F.layer_norm(xf, (37,), wf, bf, 1e-5))
+        rms = Match("rownorm", "", {"LAYER": False, "HAS_W": True, "HAS_B": False, "EPS": 1e-6},
+                    "_launch(x, w, x, x.shape[-1])")
+        out[f"rmsnorm/{tag}"] = rel(case(rms, ["x", "w"], fused, ROWS)(x, w),
+                                    xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + 1e-6) * wf)
+    for code in range(6):
+        f = case(Match("unary", "", {"ACT": code}, "_launch(x)"), ["x"], 16384, dict(BLOCK_SIZE=64, num_warps=2))
+        out[f"activation{code}"] = rel(f(x), act(code, xf))
+    a, bm, bias = rnd(37, 29), rnd(29, 45), rnd(45)
+    mm_cfg = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=2)
+    for has_bias, code in ((False, -1), (True, 2), (True, 3)):
+        m = Match("matmul", "", {"HAS_BIAS": has_bias, "ACT": code}, "_launch(a, b, bias)")
+        want = act(code, a.float() @ bm.float() + (bias.float() if has_bias else 0))
+        out[f"matmul/bias={has_bias}/act={code}"] = rel(case(m, ["a", "b", "bias"], 16384, mm_cfg)(a, bm, bias), want)
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps({name: run(getattr(torch, name)) for name in sys.argv[1:]}))

@@ -1,0 +1,191 @@
+"""The tuner's family templates: recognised from what a reference runs (never from its text),
+confirmed numerically, correct in the Triton interpreter, and a torch-only spec that starts
+from one (or says in one line that none fits).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernloop.families.template import NoTemplate, start
+from kernloop.propose.proposer import ProposalContext
+from kernloop.propose.tuner import Tuner
+from kernloop.spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+NO_LLM = {k: v for k, v in os.environ.items() if not k.startswith(("KERNLOOP_LLM", "TAVILY", "NVIDIA_API"))}
+ROW = {"inputs": "[{name: x, shape: [M, N]}]", "out": "[M, N]", "shapes": "[{M: 64, N: 100}]"}
+
+
+def spec_file(tmp: Path, reference: str, inputs: str = ROW["inputs"], out: str = ROW["out"],
+              shapes: str = ROW["shapes"], model: str = "rowwise", extra: str = "") -> Path:
+    """A `baseline: torch` spec whose reference is `reference` (an expression or file.py:fn)."""
+    path = tmp / "s.yaml"
+    path.write_text(f"""name: s
+entry: s
+baseline: torch
+dtype: float16
+inputs: {inputs}
+output: {{shape: {out}}}
+reference: {json.dumps(reference)}
+tolerance: {{rel_l2: 0.005}}
+shapes: {shapes}
+check_shapes: {shapes}
+cost: {{flops: "1", bytes: "1"}}
+model: {model}
+{extra}""")
+    return path
+
+
+MM = dict(inputs="[{name: a, shape: [M, K]}, {name: b, shape: [K, N]}, {name: bias, shape: [N]}]",
+          out="[M, N]", shapes="[{M: 33, N: 40, K: 24}]", model="matmul")
+NORM = dict(inputs="[{name: x, shape: [M, N]}, {name: w, shape: [N]}, {name: b, shape: [N]}]")
+
+RECOGNISED = [
+    ("torch.softmax(x, dim=-1)", {}, "softmax", {"LOG": False}),
+    ("F.log_softmax(x, 1)", {}, "softmax", {"LOG": True}),
+    ("x.softmax(-1)", {}, "softmax", {"LOG": False}),
+    ("x * torch.rsqrt((x*x).mean(-1, keepdim=True) + 1e-6) * w", NORM, "rownorm",
+     {"LAYER": False, "HAS_W": True, "EPS": 1e-6}),
+    ("x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-5)", NORM, "rownorm",
+     {"LAYER": False, "HAS_W": False, "EPS": 1e-5}),
+    ("F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)", NORM, "rownorm",
+     {"LAYER": True, "HAS_W": True, "HAS_B": True, "EPS": 1e-5}),
+    ("F.layer_norm(x, (100,))", NORM, "rownorm", {"LAYER": True, "HAS_W": False, "HAS_B": False}),
+    ("F.silu(x)", {}, "unary", {"ACT": 3}),
+    ('F.gelu(x, approximate="tanh")', {}, "unary", {"ACT": 2}),
+    ("torch.relu(x)", {}, "unary", {"ACT": 0}),
+    ("a @ b", MM, "matmul", {"HAS_BIAS": False, "ACT": -1}),
+    ("F.gelu(a @ b + bias)", MM, "matmul", {"HAS_BIAS": True, "ACT": 1}),
+    ("torch.addmm(bias, a, b)", MM, "matmul", {"HAS_BIAS": True, "ACT": -1}),
+    ("F.linear(a, b.t(), bias)", MM, "matmul", {"HAS_BIAS": True, "ACT": -1}),
+]
+
+
+@pytest.mark.parametrize("ref,kw,family,constants", RECOGNISED, ids=[r[0] for r in RECOGNISED])
+def test_a_family_is_recognised_from_the_operators_its_reference_runs(tmp_path, ref, kw, family, constants):
+    st = start(load_spec(spec_file(tmp_path, ref, **kw)))
+    assert st.match.family == family
+    assert {k: st.match.constants[k] for k in constants} == constants
+    assert st.allowed(st.config) and all(st.config[k] in v for k, v in st.space.items())
+    assert f"\ndef s({', '.join(load_spec(tmp_path / 's.yaml').input_names)}):" in st.code
+
+
+OUTSIDE = [
+    ("torch.cumsum(x, -1)", {}, "cumsum"),
+    ("torch.softmax(x, dim=0)", {}, "_softmax"),                      # not the last dim
+    ("x * torch.rsqrt((x*x).mean(-1, keepdim=True) + 1e-6) * w + b", NORM, "add"),
+    ("torch.softmax(x, -1) * 2", {}, "mul"),
+]
+
+
+@pytest.mark.parametrize("ref,kw,ran", OUTSIDE, ids=[r[0] for r in OUTSIDE])
+def test_a_reference_outside_the_families_is_said_so_with_what_it_runs(tmp_path, ref, kw, ran):
+    with pytest.raises(NoTemplate, match="no template for this reference") as e:
+        start(load_spec(spec_file(tmp_path, ref, **kw)))
+    assert ran in e.value.ran.split(", ")
+
+
+def test_a_match_that_computes_something_else_is_refused(tmp_path):
+    """nn.LayerNorm holds its weight: a fresh one (1, 0) is the template without affine; a trained
+    one is not, and the numerical check says so."""
+    (tmp_path / "ln.py").write_text(
+        "import torch\nfresh = torch.nn.LayerNorm(100)\ntrained = torch.nn.LayerNorm(100)\n"
+        "with torch.no_grad():\n    trained.weight.mul_(2.0)\n\n"
+        "def f(x):\n    return fresh(x)\n\ndef g(x):\n    return trained(x)\n")
+    st = start(load_spec(spec_file(tmp_path, "ln.py:f")))
+    assert st.match.constants["HAS_W"] is False and "no affine" in st.match.label
+    with pytest.raises(NoTemplate, match="looks like LayerNorm"):
+        start(load_spec(spec_file(tmp_path, "ln.py:g")))
+
+
+def test_every_template_is_correct_in_the_interpreter_in_fp16_and_fp32():
+    """Each family (softmax, log-softmax, LayerNorm, RMSNorm, six activations, matmul with and
+    without its epilogue), the long-row path too, against torch in float32."""
+    env = {**NO_LLM, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, str(ROOT / "tests" / "families" / "interpret_templates.py"),
+                        "float16", "float32"], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    errors = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(errors["float16"]) == len(errors["float32"]) == 17
+    bad = {(dt, k): v for dt, row in errors.items() for k, v in row.items()
+           if not v <= {"float16": 2e-3, "float32": 1e-5}[dt]}
+    assert bad == {}
+
+
+def test_the_tuner_starts_from_the_template_then_tunes_it_within_its_limits(tmp_path):
+    spec = load_spec(spec_file(tmp_path, "torch.softmax(x, -1)", shapes="[{M: 4096, N: 8192}]"))
+    st = start(spec)
+    tuner = Tuner(st.space, seed=3, start=st)
+    torch_text = (ROOT / "kernloop" / "propose" / "torchstart.py").read_text()   # any file without CONFIG
+    first = tuner.propose(ProposalContext(spec, 1, torch_text, "baseline", {}))
+    assert first.code == st.code and first.meta["config"] == st.config and "template softmax" in first.note
+    seen = [st.config]
+    for i in range(2, 40):   # torch stays champion: every proposal is the template, retuned
+        p = tuner.propose(ProposalContext(spec, i, torch_text, "baseline", {}))
+        if p.code is None:
+            assert tuner.exhausted and "search space exhausted" in p.error
+            break
+        assert p.code.startswith("# NOTE: tuner: ") and "def _softmax_fused" in p.code
+        seen.append(p.meta["config"])
+    keys = sorted(st.space)
+    every = [dict(zip(keys, v)) for v in itertools.product(*(st.space[k] for k in keys))]
+    inside = [c for c in every if st.allowed(c)]
+    assert 1 < len(inside) < len(every)   # the register limit prunes this space
+    assert sorted(map(canon, seen)) == sorted(map(canon, inside))   # each config inside, once
+
+
+def canon(cfg: dict) -> str:
+    return json.dumps(cfg, sort_keys=True)
+
+
+def cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=900, env=NO_LLM)
+
+
+ONE_LINERS = {"softmax": ("def f(x):\n    return torch.softmax(x, dim=-1)\n", ["--shape", "4096x8192"]),
+              "silu": ("def f(x):\n    return F.silu(x)\n", ["--shape", "4096x8192"]),
+              "rmsnorm": ("def f(x, w):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w\n",
+                          ["--shape", "4096x8192", "--extra", "w:8192"]),
+              "matmul": ("def f(a, b):\n    return a @ b\n", ["--shape", "2048x4096", "--extra", "b:4096x4096"])}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(ONE_LINERS))
+def test_a_new_spec_from_a_torch_one_liner_runs_to_a_champion_with_no_llm(tmp_path, family):
+    body, sizes = ONE_LINERS[family]
+    (tmp_path / "ops.py").write_text("import torch\nimport torch.nn.functional as F\n\n\n" + body)
+    p = cli("new", family, "--from", "ops.py:f", *sizes, "--dtype", "fp16", "--dir", "specs", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == f"  python orchestrator.py --spec specs/{family}.yaml"
+    assert "the built-in tuner starts from its" in p.stdout
+    r = cli("--spec", tmp_path / "specs" / f"{family}.yaml", "--backend", "synthetic", "--iterations", "2",
+            "--out", tmp_path / "runs")
+    assert r.returncode == 0, r.stderr[-3000:]
+    (run,) = [d for d in (tmp_path / "runs").iterdir() if d.is_dir()]
+    evs = [json.loads(ln) for ln in (run / "run.jsonl").read_text().splitlines()]
+    its = [e for e in evs if e["event"] == "iteration"]
+    assert its[0]["note"].startswith("template ") and its[0]["candidate_config"]
+    assert any(e["decision"]["promoted"] for e in its), [e["decision"]["reason"] for e in its]
+    champion = (run / "champion.py").read_text()   # a template, as filled in or retuned
+    assert "template" in champion.split('"""')[1] and "\ndef f(" in champion
+
+
+def test_a_torch_spec_outside_the_families_ends_in_one_error_line_and_no_run_command(tmp_path):
+    (tmp_path / "ops.py").write_text("import torch\n\n\ndef f(x):\n    return torch.cumsum(x, -1)\n")
+    p = cli("new", "c", "--from", "ops.py:f", "--shape", "64x100", "--dir", "specs", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    last = p.stdout.splitlines()
+    assert last[-1] == "no run command: the built-in tuner has no template for this reference"
+    assert "the reference runs: cumsum" in last and not any(ln.startswith("  python orchestrator.py --spec") for ln in last)
+    r = cli("--spec", tmp_path / "specs" / "c.yaml", "--backend", "synthetic", "--out", tmp_path / "runs")
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert r.returncode == 2 and len(errors) == 1 and "no template for this reference" in errors[0]
+    assert "Traceback" not in r.stderr and not (tmp_path / "runs").exists()
