@@ -154,7 +154,7 @@ ONE_LINERS = {"softmax": ("def f(x):\n    return torch.softmax(x, dim=-1)\n", ["
               "silu": ("def f(x):\n    return F.silu(x)\n", ["--shape", "4096x8192"]),
               "rmsnorm": ("def f(x, w):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w\n",
                           ["--shape", "4096x8192", "--extra", "w:8192"]),
-              "matmul": ("def f(a, b):\n    return a @ b\n", ["--shape", "2048x4096", "--extra", "b:4096x4096"])}
+              "matmul": ("def f(a, b):\n    return a @ b\n", ["--shape", "4096x2048", "--extra", "b:2048x6144"])}
 
 
 @pytest.mark.slow

@@ -29,7 +29,8 @@ def template(spec):
 
 def champion_text(spec) -> str:
     """The torch reference as a file the proposer reads as its champion. The checker never runs
-    this file: it times the spec's reference itself (`--champion-torch`)."""
+    this file: it times the spec's reference itself (`--champion-torch`). Where the reference is
+    in a template family, the template the tuner would start from follows, as a string."""
     args = ", ".join(spec.input_names)
     head = (f'"""baseline: torch. The champion is the spec\'s reference run by torch in '
             f'{spec.dtype} (timed by the checker).\n\nWrite the first Triton kernel for it: '
@@ -41,4 +42,18 @@ def champion_text(spec) -> str:
         body = f"# ---- the reference file {spec.reference.split(':')[0]}\n{spec.reference_source.rstrip()}\n"
         if spec.reference_fn != spec.entry:
             body += f"\n\ndef {spec.entry}({args}):\n    return {spec.reference_fn}({args})\n"
-    return head + body
+    return head + body + template_section(spec)
+
+
+def template_section(spec) -> str:
+    """KernLoop's family template for the reference, filled in, as a string constant: a correct
+    start the proposer may take or leave ("" when no family fits)."""
+    try:
+        begin = template(spec)
+    except NoStart:
+        return ""
+    if "'''" in begin.code:   # cannot be held in the raw string below
+        return ""
+    return (f"\n\n# ---- KernLoop's {begin.match.family} template for this reference ({begin.match.label}):\n"
+            "# ---- correct on the spec's shapes; the built-in tuner would start here. Start from it or leave it.\n"
+            f"FAMILY_TEMPLATE = r'''\n{begin.code}'''\n")
