@@ -12,6 +12,9 @@ from kernloop.families.capture import Op, Ref
 
 FAMILIES = ("softmax", "log-softmax", "RMSNorm", "LayerNorm", "activation", "matmul")
 ACTIVATIONS = {"relu": 0, "gelu": 1, "silu": 3, "sigmoid": 4, "tanh": 5}   # gelu tanh: 2
+# Activations with parameters (the activation template only): code, the defaults of P0, P1, P2.
+PARAMETRIC = {"leaky_relu": (6, (0.01,)), "elu": (7, (1.0, 1.0, 1.0)), "hardtanh": (8, (-1.0, 1.0)),
+              "softplus": (9, (1.0, 20.0)), "hardsigmoid": (10, ()), "hardswish": (11, ())}
 RMS_OPS = {"mul", "pow", "mean", "add", "rsqrt", "sqrt", "div", "reciprocal"}
 
 
@@ -124,12 +127,25 @@ def _act_code(op: Op) -> int | None:
 
 
 def _activation(ops, names, ranks):
-    if len(ops) != 1 or _act_code(ops[0]) is None or len(ops[0].args) != 1:
+    if len(ops) != 1 or ops[0].kwargs.keys() - {"approximate"}:
         return None
-    x = _input(ops[0].args[0])
+    op = ops[0]
+    x = _input(op.args[0]) if op.args else None
     if x is None:
         return None
-    return Match("unary", f"{ops[0].name} of {names[x]}", {"ACT": _act_code(ops[0])}, f"_launch({names[x]})")
+    if _act_code(op) is not None and len(op.args) == 1:
+        return Match("unary", f"{op.name} of {names[x]}", {"ACT": _act_code(op)}, f"_launch({names[x]})")
+    if op.name not in PARAMETRIC:
+        return None
+    code, defaults = PARAMETRIC[op.name]
+    given = [_const(r) for r in op.args[1:]]
+    if len(given) > len(defaults) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                             for v in given):
+        return None
+    params = [float(v) for v in given] + list(defaults[len(given):])
+    consts = {"ACT": code, **{f"P{i}": v for i, v in enumerate(params)}}
+    shown = f" ({', '.join(f'{v:g}' for v in params)})" if params else ""
+    return Match("unary", f"{op.name}{shown} of {names[x]}", consts, f"_launch({names[x]})")
 
 
 def _operand(ref, ops, names, ranks) -> tuple[str, int] | None:

@@ -53,10 +53,13 @@ def start(spec) -> Start:
 
 # ---------------------------------------------------------------- float32 mirrors of the launchers
 
-def _act(torch, y, code: int):
+def _act(torch, y, code: int, p=(0.0, 0.0, 0.0)):
     F = torch.nn.functional
     fns = {0: F.relu, 1: F.gelu, 2: lambda v: F.gelu(v, approximate="tanh"), 3: F.silu,
-           4: torch.sigmoid, 5: torch.tanh}
+           4: torch.sigmoid, 5: torch.tanh, 6: lambda v: F.leaky_relu(v, p[0]),
+           7: lambda v: p[1] * torch.where(v > 0, v, p[0] * torch.expm1(v * p[2])),
+           8: lambda v: F.hardtanh(v, p[0], p[1]), 9: lambda v: F.softplus(v, p[0], p[1]),
+           10: F.hardsigmoid, 11: F.hardswish}
     return fns[code](y) if code in fns else y
 
 
@@ -66,7 +69,7 @@ def _mirror(match: Match, torch):
     if match.family == "softmax":
         return lambda x: (torch.log_softmax if c["LOG"] else torch.softmax)(x.float(), -1)
     if match.family == "unary":
-        return lambda x: _act(torch, x.float(), c["ACT"])
+        return lambda x: _act(torch, x.float(), c["ACT"], [c.get(f"P{i}", 0.0) for i in range(3)])
     if match.family == "matmul":
         return lambda a, b, bias: _act(torch, a.float() @ b.float() + (bias.float() if c["HAS_BIAS"] else 0),
                                        c["ACT"])

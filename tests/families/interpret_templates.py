@@ -35,9 +35,16 @@ def rel(got, want):
     return float((got.float() - want).norm() / want.norm().clamp_min(1e-30))
 
 
+PARAMS = {6: (0.2, 0.0, 0.0), 7: (1.6732632423543772, 1.0507009873554805, 1.0), 8: (-0.5, 0.7, 0.0),
+          9: (2.0, 1.5, 0.0)}   # leaky_relu slope, selu's elu, hardtanh bounds, softplus beta/threshold
+
+
 def act(code, v):
+    p = PARAMS.get(code, (0.0, 0.0, 0.0))
     return {0: F.relu, 1: F.gelu, 2: lambda t: F.gelu(t, approximate="tanh"), 3: F.silu,
-            4: torch.sigmoid, 5: torch.tanh}.get(code, lambda t: t)(v)
+            4: torch.sigmoid, 5: torch.tanh, 6: lambda t: F.leaky_relu(t, p[0]), 7: F.selu,
+            8: lambda t: F.hardtanh(t, p[0], p[1]), 9: lambda t: F.softplus(t, p[0], p[1]),
+            10: F.hardsigmoid, 11: F.hardswish}.get(code, lambda t: t)(v)
 
 
 def run(dtype):
@@ -60,8 +67,9 @@ def run(dtype):
                     "_launch(x, w, x, x.shape[-1])")
         out[f"rmsnorm/{tag}"] = rel(case(rms, ["x", "w"], fused, ROWS)(x, w),
                                     xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + 1e-6) * wf)
-    for code in range(6):
-        f = case(Match("unary", "", {"ACT": code}, "_launch(x)"), ["x"], 16384, dict(BLOCK_SIZE=64, num_warps=2))
+    for code in range(12):
+        consts = {"ACT": code, **{f"P{i}": v for i, v in enumerate(PARAMS.get(code, ()))}}
+        f = case(Match("unary", "", consts, "_launch(x)"), ["x"], 16384, dict(BLOCK_SIZE=64, num_warps=2))
         out[f"activation{code}"] = rel(f(x), act(code, xf))
     a, bm, bias = rnd(37, 29), rnd(29, 45), rnd(45)
     mm_cfg = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=2)
