@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 
 from kernloop.families.capture import Op, Ref
 
-FAMILIES = ("softmax", "log-softmax", "RMSNorm", "LayerNorm", "activation", "matmul")
+FAMILIES = ("softmax", "log-softmax", "RMSNorm", "LayerNorm", "activation", "matmul",
+            "one-dim reduction (sum, mean, max, min)")
+# The template also computes argmax/argmin (codes 4, 5), but a spec's output is floating only:
+# indices are recognised once the spec and the judge take integer outputs.
+REDUCTIONS = {"sum": 0, "mean": 1, "amax": 2, "amin": 3, "max": 2, "min": 3}
 ACTIVATIONS = {"relu": 0, "gelu": 1, "silu": 3, "sigmoid": 4, "tanh": 5}   # gelu tanh: 2
 # Activations with parameters (the activation template only): code, the defaults of P0, P1, P2.
 PARAMETRIC = {"leaky_relu": (6, (0.01,)), "elu": (7, (1.0, 1.0, 1.0)), "hardtanh": (8, (-1.0, 1.0)),
@@ -39,13 +43,35 @@ def _last_dim(dim, rank: int) -> bool:
     return isinstance(dim, int) and dim in (-1, rank - 1)
 
 
-def classify(ops: list[Op], names: list[str], ranks: list[int]) -> Match | None:
-    """The family of a reference that ran `ops` on inputs named `names` of ranks `ranks`."""
+def classify(ops: list[Op], names: list[str], ranks: list[int], out_float: bool = True) -> Match | None:
+    """The family of a reference that ran `ops` on inputs named `names` of ranks `ranks` and
+    returned a floating (`out_float`) or an integer tensor (indices)."""
     for rule in (_softmax, _layer_norm, _rms_norm, _activation, _matmul):
         m = rule(ops, names, ranks)
         if m is not None:
             return m
-    return None
+    return _reduction(ops, names, ranks, out_float)
+
+
+def _reduction(ops, names, ranks, out_float: bool):
+    """One reduction over one dimension: sum/mean/amax/amin of a one-element dim list, the
+    values of max/min of a dim (never indices: see REDUCTIONS)."""
+    if len(ops) != 1 or ops[0].name not in REDUCTIONS or ops[0].kwargs or len(ops[0].args) < 2 or not out_float:
+        return None
+    op = ops[0]
+    x = _input(op.args[0])
+    dim = op.args[1]
+    if isinstance(dim, (list, tuple)) and op.name in ("sum", "mean", "amax", "amin"):
+        dim = dim[0] if len(dim) == 1 else None
+    dim = _const(dim)
+    keep = _const(op.args[2]) if len(op.args) > 2 else False
+    if x is None or not isinstance(dim, int) or isinstance(dim, bool) or not isinstance(keep, bool) \
+            or len(op.args) > 3 or not -ranks[x] <= dim < ranks[x]:
+        return None
+    code = REDUCTIONS[op.name]
+    what = ["sum", "mean", "max", "min", "argmax", "argmin"][code]
+    return Match("reduce", f"{what} over dim {dim} of {names[x]}" + (" (keepdim)" if keep else ""),
+                 {"OP": code, "DIM": dim, "KEEPDIM": keep}, f"_launch({names[x]})")
 
 
 def _softmax(ops, names, ranks):

@@ -3,6 +3,8 @@ space (pruned by what a block can hold) and a numerical check that the family wa
 """
 from __future__ import annotations
 
+import itertools
+import math
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -39,7 +41,8 @@ def start(spec) -> Start:
     cap = capture_mod.capture(spec)
     names = spec.input_names
     what = ", ".join(dict.fromkeys(o.name for o in cap.ops)) or "no aten operator"
-    match = None if cap.overflow else classify(cap.ops, names, [x.dim() for x in cap.inputs])
+    out_float = not hasattr(cap.output, "is_floating_point") or cap.output.is_floating_point()
+    match = None if cap.overflow else classify(cap.ops, names, [x.dim() for x in cap.inputs], out_float)
     if match is None:
         raise NoTemplate(f"the built-in tuner has no template for this reference (it runs {what}; "
                          f"the families are {', '.join(FAMILIES)})", what)
@@ -70,6 +73,11 @@ def _mirror(match: Match, torch):
         return lambda x: (torch.log_softmax if c["LOG"] else torch.softmax)(x.float(), -1)
     if match.family == "unary":
         return lambda x: _act(torch, x.float(), c["ACT"], [c.get(f"P{i}", 0.0) for i in range(3)])
+    if match.family == "reduce":
+        def reduce(x):
+            xf, how = x.float(), ["sum", "mean", "amax", "amin", "argmax", "argmin"][c["OP"]]
+            return getattr(xf, how)(c["DIM"], keepdim=c["KEEPDIM"])
+        return reduce
     if match.family == "matmul":
         return lambda a, b, bias: _act(torch, a.float() @ b.float() + (bias.float() if c["HAS_BIAS"] else 0),
                                        c["ACT"])
@@ -115,6 +123,11 @@ def sizes(match: Match, spec) -> dict:
         return _call(match.call, lambda x: {"n": x.numel()}, env)
     if fam == "matmul":
         return _call(match.call, lambda a, b, bias: {"M": a.shape[0], "K": a.shape[1], "N": b.shape[1]}, env)
+    if fam == "reduce":
+        def dims(x):
+            d = match.constants["DIM"] % x.dim()
+            return {"R": x.shape[d], "INNER": math.prod(x.shape[d + 1:]), "OUTER": math.prod(x.shape[:d])}
+        return _call(match.call, dims, env)
     if fam == "softmax":
         return _call(match.call, lambda x: {"M": x.numel() // max(x.shape[-1], 1), "N": x.shape[-1]}, env)
     return _call(match.call, lambda x, w, b, n: {"M": x.numel() // max(n, 1), "N": n}, env)
@@ -165,7 +178,30 @@ def _matmul_space(d: dict):
     return space, allowed, config
 
 
-SPACES = {"softmax": _row_space, "rownorm": _row_space, "unary": _unary_space, "matmul": _matmul_space}
+def _reduce_space(d: dict):
+    """Along R alone when the last dim is reduced; else tiles of R by inner columns."""
+    if d["INNER"] == 1:
+        space = {"BLOCK_R": [v for v in (256, 512, 1024, 2048, 4096, 8192) if v <= max(256, _p2(d["R"]))],
+                 "BLOCK_I": [1], "num_warps": [1, 2, 4, 8, 16]}
+        block = space["BLOCK_R"][-1] if space["BLOCK_R"][-1] <= 2048 else 2048
+        config = dict(BLOCK_R=block, BLOCK_I=1, num_warps=max(1, min(16, block // 256)))
+    else:
+        space = {"BLOCK_R": [v for v in (1, 2, 4, 8, 16, 32, 64) if v <= _p2(d["R"])],
+                 "BLOCK_I": [v for v in (16, 32, 64, 128, 256) if v <= max(16, _p2(d["INNER"]))],
+                 "num_warps": [1, 2, 4, 8]}
+        config = dict(BLOCK_R=min(16, space["BLOCK_R"][-1]), BLOCK_I=min(128, space["BLOCK_I"][-1]), num_warps=4)
+
+    def allowed(cfg):
+        per = cfg["BLOCK_R"] * cfg["BLOCK_I"] / (32 * cfg["num_warps"])
+        return 1 <= per <= MAX_PER_THREAD
+    if not allowed(config):
+        config = next(c for c in (dict(zip(space, v)) for v in itertools.product(*space.values()))
+                      if allowed(c))
+    return space, allowed, config
+
+
+SPACES = {"softmax": _row_space, "rownorm": _row_space, "unary": _unary_space, "matmul": _matmul_space,
+          "reduce": _reduce_space}
 
 
 # ---------------------------------------------------------------- the kernel file

@@ -236,7 +236,11 @@ def _probe(d: Draft, k: int) -> dict:
 
 def output_shape(d: Draft) -> list:
     """The output's shape in the symbols: the reference run on two sets of distinct small sizes."""
-    outs = [tuple(_run_reference(d, _probe(d, k), meta=k == 1).shape) for k in (0, 1)]   # one real run
+    runs = [_run_reference(d, _probe(d, k), meta=k == 1) for k in (0, 1)]   # one real run
+    if not runs[0].is_floating_point():
+        raise OnrampError(f"the reference returns {str(runs[0].dtype).replace('torch.', '')} (indices?): "
+                          "a spec's output is floating only (float16, bfloat16, float32)")
+    outs = [tuple(r.shape) for r in runs]
     if len(outs[0]) != len(outs[1]):
         raise OnrampError("the reference's output rank depends on the sizes")
     dims = []

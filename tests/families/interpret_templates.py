@@ -77,6 +77,17 @@ def run(dtype):
         m = Match("matmul", "", {"HAS_BIAS": has_bias, "ACT": code}, "_launch(a, b, bias)")
         want = act(code, a.float() @ bm.float() + (bias.float() if has_bias else 0))
         out[f"matmul/bias={has_bias}/act={code}"] = rel(case(m, ["a", "b", "bias"], 16384, mm_cfg)(a, bm, bias), want)
+    x3 = rnd(3, 37, 5)
+    reduce_ref = {0: "sum", 1: "mean", 2: "amax", 3: "amin", 4: "argmax", 5: "argmin"}
+    for op in range(6):   # the reduced dim in the middle, last (keepdim), first
+        for d, keep, cfg in ((1, False, dict(BLOCK_R=8, BLOCK_I=4, num_warps=1)),
+                             (-1, True, dict(BLOCK_R=16, BLOCK_I=1, num_warps=1)),
+                             (0, False, dict(BLOCK_R=2, BLOCK_I=64, num_warps=2))):
+            m = Match("reduce", "", {"OP": op, "DIM": d, "KEEPDIM": keep}, "_launch(x)")
+            got = case(m, ["x"], 16384, cfg)(x3)
+            want = getattr(x3.float(), reduce_ref[op])(d, keepdim=keep)
+            out[f"reduce{op}/dim{d}"] = (rel(got, want) if op < 4 else float(not torch.equal(got, want))
+                                         ) if got.shape == want.shape else 1.0
     return out
 
 
