@@ -208,10 +208,10 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path, args):
 # ---------------------------------------------------------------- torch-only start
 
 def test_torch_start_promotes_a_faster_first_triton_kernel(tmp_path):
-    new(tmp_path, "softplus", "--from", "torch.nn.functional:softplus", "--shape", "64x100")
-    refused = cli("--spec", tmp_path / "softplus.yaml", "--proposer", "tuner", "--backend", "synthetic",
+    new(tmp_path, "softsign", "--from", "torch.nn.functional:softsign", "--shape", "64x100")
+    refused = cli("--spec", tmp_path / "softsign.yaml", "--proposer", "tuner", "--backend", "synthetic",
                   "--out", tmp_path / "runs")   # in no template family: the tuner cannot start it
-    assert refused.returncode == 2 and "no template for this reference (it runs softplus" in refused.stderr
+    assert refused.returncode == 2 and "no template for this reference (it runs abs, add, div" in refused.stderr
     assert not (tmp_path / "runs").exists()            # stopped before a run folder was made
     new(tmp_path, "gelu", "--from", "torch.nn.functional:gelu", "--shape", "4096x8192", "--dtype", "bf16")
     kernel = (KERNELS / "gelu_triton.py").read_text()

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 
 from kernloop.families.capture import Op, Ref
 
-FAMILIES = ("softmax", "log-softmax", "RMSNorm", "LayerNorm", "activation", "matmul",
-            "one-dim reduction (sum, mean, max, min)")
+FAMILIES = ("softmax", "log-softmax", "RMSNorm", "LayerNorm", "activation", "matmul", "reduction")
 # The template also computes argmax/argmin (codes 4, 5), but a spec's output is floating only:
 # indices are recognised once the spec and the judge take integer outputs.
 REDUCTIONS = {"sum": 0, "mean": 1, "amax": 2, "amin": 3, "max": 2, "min": 3}
