@@ -118,6 +118,12 @@ def test_a_match_that_computes_something_else_is_refused(tmp_path):
         start(load_spec(spec_file(tmp_path, "ln.py:g")))
 
 
+def test_a_reference_that_fails_on_the_cpu_is_no_template_and_says_why(tmp_path):
+    (tmp_path / "cuda_only.py").write_text("import torch\n\ndef f(x):\n    return x.cuda() * 2\n")
+    with pytest.raises(NoTemplate, match=r"could not run the reference on the CPU to find its family \("):
+        start(load_spec(spec_file(tmp_path, "cuda_only.py:f")))
+
+
 def test_every_template_is_correct_in_the_interpreter_in_fp16_and_fp32():
     """Each family (softmax, log-softmax, LayerNorm, RMSNorm, twelve activations, matmul with and
     without its epilogue, six reductions over three dims), the long-row path too, against torch

@@ -38,7 +38,11 @@ class Start:
 
 def start(spec) -> Start:
     """The family template for spec's reference, filled in and confirmed; NoTemplate if none."""
-    cap = capture_mod.capture(spec)
+    try:
+        cap = capture_mod.capture(spec)
+    except Exception as e:   # noqa: BLE001 - the user's reference on the CPU: say why, no traceback
+        raise NoTemplate(f"the built-in tuner could not run the reference on the CPU to find its "
+                         f"family ({type(e).__name__}: {' '.join(str(e).split())[:200]})", "?") from None
     names = spec.input_names
     what = ", ".join(dict.fromkeys(o.name for o in cap.ops)) or "no aten operator"
     out_float = not hasattr(cap.output, "is_floating_point") or cap.output.is_floating_point()
