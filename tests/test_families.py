@@ -86,6 +86,11 @@ def test_a_family_is_recognised_from_the_operators_its_reference_runs(tmp_path, 
     assert f"\ndef s({', '.join(load_spec(tmp_path / 's.yaml').input_names)}):" in st.code
 
 
+def test_a_row_shorter_than_a_warp_still_has_a_config_inside_the_limits(tmp_path):
+    st = start(load_spec(spec_file(tmp_path, "torch.softmax(x, -1)", shapes="[{M: 1, N: 2}]")))
+    assert st.allowed(st.config) and st.config["num_warps"] == 1
+
+
 OUTSIDE = [
     ("torch.cumsum(x, -1)", {}, "cumsum"),
     ("torch.softmax(x, dim=0)", {}, "_softmax"),                      # not the last dim

@@ -150,9 +150,9 @@ def _row_space(d: dict):
         rows = [r for r in (1, 2, 4, 8, 16) if r <= _p2(d["M"]) and r * block <= 32768]
         space = {"ROWS": rows, "num_warps": [1, 2, 4, 8, 16, 32], "CHUNK": [4096]}
 
-        def allowed(cfg):
+        def allowed(cfg):   # a thread holds 1..64 values (fewer only for a row too short for a warp)
             per = cfg["ROWS"] * block / (32 * cfg["num_warps"])
-            return 1 <= per <= MAX_PER_THREAD
+            return per <= MAX_PER_THREAD and (per >= 1 or cfg["num_warps"] == 1)
         r = max(x for x in rows if x * block <= max(block, 2048))
         w = min(16, max(1, r * block // 256))   # about 8 values a thread
         return space, allowed, dict(ROWS=r, num_warps=w, CHUNK=4096)
@@ -197,7 +197,7 @@ def _reduce_space(d: dict):
 
     def allowed(cfg):
         per = cfg["BLOCK_R"] * cfg["BLOCK_I"] / (32 * cfg["num_warps"])
-        return 1 <= per <= MAX_PER_THREAD
+        return per <= MAX_PER_THREAD and (per >= 1 or cfg["num_warps"] == 1)
     if not allowed(config):
         config = next(c for c in (dict(zip(space, v)) for v in itertools.product(*space.values()))
                       if allowed(c))
