@@ -98,6 +98,7 @@ OUTSIDE = [
     ("torch.softmax(x, -1) * 2", {}, "mul"),
     ("F.softsign(x)", {}, "abs"),                                   # a chain, not one activation
     ("x.sum()", {}, "sum"),                                          # every dim at once
+    ("x * torch.rsqrt((x*x).mean() + 1e-6)", {}, "mean"),           # RMS over the whole tensor
     ("x.sum((0, 1))", {}, "sum"),
     ("torch.max(x, dim=1)[1].to(x.dtype)", {}, "max"),              # indices, not values
 ]

@@ -130,7 +130,8 @@ def _rms_norm(ops, names, ranks):
     users = {_input(r) for o in ops for r in o.args if _input(r) is not None}
     xs = [i for i in users if ranks[i] >= 1]
     x = max(xs, key=lambda i: ranks[i]) if xs else None
-    dims = _const(means[0].args[1][0]) if isinstance(means[0].args[1], (list, tuple)) else None
+    over = means[0].args[1] if len(means[0].args) > 1 else None   # x.mean(): no dim at all
+    dims = _const(over[0]) if isinstance(over, (list, tuple)) and len(over) == 1 else None
     if x is None or not _last_dim(dims, ranks[x]):
         return None
     eps = [_const(r) for o in ops if o.name == "add" for r in o.args if isinstance(_const(r), float)]
