@@ -45,7 +45,7 @@ def make(mode: str, checker_args: list[str], judge: str | None = None):
         if not ok:
             raise SystemExit(f"error: --mode gpu needs a CUDA GPU ({why}); try --mode interpret")
         return LocalBackend(device=why.split(": ", 1)[-1], extra_args=tuple(checker_args), judge=judge)
-    from kernloop.backends.local import SyntheticBackend
+    from kernloop.backends.synthetic import SyntheticBackend
     return SyntheticBackend(seed=0)
 
 

@@ -50,7 +50,7 @@ def backends(mode: str):
             raise SystemExit(f"error: --mode gpu needs a CUDA GPU ({why}); try --mode synthetic")
         local = LocalBackend(device=why.split(": ", 1)[-1])
     else:
-        from kernloop.backends.local import SyntheticBackend
+        from kernloop.backends.synthetic import SyntheticBackend
         local = SyntheticBackend(seed=0)
         env["KERNLOOP_RAY_MODE"] = "synthetic"
     ray_backend, line = connect(env)

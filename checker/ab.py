@@ -144,7 +144,7 @@ class TimedSets:
             side.containment = r.get("containment")
             r = side.w.reply(READY_TIMEOUT_S)
             if "error" in r:
-                raise Reject("harness", f"champion failed to load: {str(r['error'])[:1000]}")
+                raise Reject("harness", f"champion failed to load: {str(r['error'])[:1000]}", side="champion")
             side.identity = r.get("identity")
             side.threads0 = contain.tasks(side.w.proc.pid)
             side.loaded = True
@@ -173,11 +173,11 @@ class TimedSets:
             side.watch(rep, stage)
             who = "candidate" if side.role == "candidate" else "champion (harness)"
             raise Reject(stage if side.role == "candidate" else "harness",
-                         f"{who} raised while timed: {str(rep['error'])[:500]}")
+                         f"{who} raised while timed: {str(rep['error'])[:500]}", side=side.role)
         ms = rep.get("ms")
         if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
             raise Reject(stage, f"{side.role} worker reported no valid GPU time for timed call "
-                         f"{r_idx} ({ms!r})", False)
+                         f"{r_idx} ({ms!r})", False, side.role)
         return rep, float(ms), wall
 
     def _bursts(self, result: dict, pair, k: int, allowed: set, check_ops) -> None:
@@ -197,12 +197,13 @@ class TimedSets:
             stage = "timing" if side.role == "candidate" else "harness"
             side.watch(rep, stage)
             if "error" in rep:
-                raise Reject(stage, f"{side.role} raised in a burst of timed calls: {str(rep['error'])[:500]}")
+                raise Reject(stage, f"{side.role} raised in a burst of timed calls: {str(rep['error'])[:500]}",
+                             side=side.role)
             ms = rep.get("ms")
             if not isinstance(ms, list) or len(ms) != k or not all(
                     isinstance(m, (int, float)) and not isinstance(m, bool) and math.isfinite(m) and m >= 0
                     for m in ms):
-                raise Reject(stage, f"{side.role} worker reported no valid GPU times for a burst", False)
+                raise Reject(stage, f"{side.role} worker reported no valid GPU times for a burst", False, side.role)
             if side.role == "candidate":
                 check_ops(rep.get("ops", []), allowed, "timing")
             got[side.role].append((wall, [float(m) for m in ms]))
@@ -222,12 +223,13 @@ class TimedSets:
         rep pair as it reads the candidate's, so that the reads do not touch one side only."""
         torch, hs = self.torch, self.slots["champion"]
         if not all(torch.equal(v, x) for v, x in zip(hs["sets"][k][0], self.cur[k])):
-            raise Reject("harness", f"the champion modified its inputs in timed call {r}", False)
+            raise Reject("harness", f"the champion modified its inputs in timed call {r}", False, "champion")
         sixteen = sixteen and not getattr(self.args, "champion_torch", False)   # torch gives what it gives
         try:   # against the reference the candidate's output of the same set is judged by
             V.judge_values(torch, hs["out"], ref, tol, floor, mult, "champion(timed)", sixteen)
         except Reject as rj:
-            raise Reject("harness", f"the champion's output of timed call {r} is wrong: {rj}", False) from None
+            raise Reject("harness", f"the champion's output of timed call {r} is wrong: {rj}", False,
+                         "champion") from None
 
     def run(self, result: dict, sides: dict, ref_dtype, allowed: set, tol: float, mult: float,
             check_ops=V.check_ops) -> None:

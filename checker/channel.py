@@ -31,7 +31,12 @@ OWN_SEGMENT_MIN = 12 << 20
 
 
 class WorkerGone(Exception):
-    """The worker died, closed its pipe, sent garbage, or did not answer in time."""
+    """The worker died, closed its pipe, sent garbage, or did not answer in time; `role` names
+    the worker (None: a spare, or not known)."""
+
+    def __init__(self, msg: str, role: str | None = None):
+        super().__init__(msg)
+        self.role = role
 
 
 def shm_dir() -> str | None:
@@ -180,7 +185,7 @@ class WorkerProc:
         try:
             self.conn.send((op, payload))
         except (OSError, EOFError) as e:
-            raise WorkerGone(f"{self.role} worker is gone ({self.why_dead() or e})") from None
+            raise WorkerGone(f"{self.role} worker is gone ({self.why_dead() or e})", self.role) from None
         self.pending += 1
 
     def reply(self, timeout: float | None = None) -> dict:
@@ -191,22 +196,22 @@ class WorkerProc:
             timeout = left if timeout is None else min(timeout, left)
         try:
             if timeout is not None and not self.conn.poll(timeout):
-                raise WorkerGone(f"{self.role} worker timed out: it did not answer within {timeout:g} s")
+                raise WorkerGone(f"{self.role} worker timed out: it did not answer within {timeout:g} s", self.role)
             raw = self.conn.recv_bytes(MAX_REPLY)
         except (EOFError, OSError) as e:
             # A closed pipe means the process is ending; one with a CUDA context can take a
             # while to be reaped (seen on the H200: "died (EOFError)" with no signal named).
             dead = self.why_dead(wait_s=2.0 if isinstance(e, EOFError) else 0.05)
             if dead is None and isinstance(e, OSError):   # alive, but its pipe holds no message
-                raise WorkerGone(f"{self.role} worker sent a malformed message on its pipe ({e})") from None
-            raise WorkerGone(f"{self.role} worker died ({dead or type(e).__name__})") from None
+                raise WorkerGone(f"{self.role} worker sent a malformed message on its pipe ({e})", self.role) from None
+            raise WorkerGone(f"{self.role} worker died ({dead or type(e).__name__})", self.role) from None
         self.pending -= 1
         try:
             obj = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
-            raise WorkerGone(f"{self.role} worker sent a reply that is not JSON") from None
+            raise WorkerGone(f"{self.role} worker sent a reply that is not JSON", self.role) from None
         if not isinstance(obj, dict):
-            raise WorkerGone(f"{self.role} worker sent a reply that is not a JSON object")
+            raise WorkerGone(f"{self.role} worker sent a reply that is not a JSON object", self.role)
         return obj
 
     def call(self, op: str, payload=None, timeout: float | None = None) -> dict:

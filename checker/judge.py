@@ -100,11 +100,12 @@ def _correctness(torch, cases: list, result: dict, cand, allowed, check_ops, bar
         r = cand.w.call("call", {"args": c["descs"], "out": c["out_desc"], "poison": True})
         cand.watch(r, "correctness")
         if "error" in r:
-            raise Reject("correctness", f"candidate raised on shape {label}: {str(r['error'])[:500]}")
+            raise Reject("correctness", f"candidate raised on shape {label}: {str(r['error'])[:500]}",
+                         side="candidate")
         check_ops(r.get("ops", []), allowed, "correctness")
         for j, (v, x) in enumerate(zip(c["views"], c["inputs"])):
             if not torch.equal(v, x):
-                raise Reject("correctness", f"input {j} was modified by the candidate", False)
+                raise Reject("correctness", f"input {j} was modified by the candidate", False, "candidate")
         V.check_meta(r.get("meta") or {}, c["out_shape"], out_name, device)
         try:
             rel = V.judge_values(torch, c["out"], c["ref"], tol, c["floor"], mult, label, sixteen)
@@ -281,7 +282,7 @@ def _load(args, spec: dict, result: dict, sides: dict, job: dict) -> None:
     r = cand.w.call("load", source.payload(spec, args, "candidate", job["out_name"]))
     cand.watch(r, "load")
     if "error" in r:
-        raise Reject("load", f"candidate failed to load: {str(r['error'])[:1600]}")
+        raise Reject("load", f"candidate failed to load: {str(r['error'])[:1600]}", side="candidate")
     cand.loaded = True
     cand.identity = r.get("identity")
     result["identity"] = {"candidate": cand.identity}
@@ -296,7 +297,7 @@ def _prewarm(result: dict, cand, cases: list, suffix: str = "") -> None:
     r = cand.expect_ok(cand.w.call("prewarm", list(firsts.values())), "correctness", "prewarm failed")
     result["prewarm" + suffix] = r.get("prewarm")
     if (r.get("prewarm") or {}).get("stuck"):
-        raise Reject("correctness", "candidate did not return within the prewarm time limit")
+        raise Reject("correctness", "candidate did not return within the prewarm time limit", side="candidate")
 
 
 def _triton_version():
@@ -425,12 +426,12 @@ def judge(args, result: dict, pool=None) -> dict:
         args.reps = tcfg.get("reps", 50) if args.reps is None else args.reps
         run(args, spec, result, sides, pool)
     except Reject as r:
-        result.update(ok=False, stage=r.stage, error=str(r))
+        result.update(ok=False, stage=r.stage, error=str(r), fault=r.side)
         if r.correct is not None:
             result["correct"] = r.correct
     except channel.WorkerGone as e:
         stage = result.get("stage")
-        result.update(ok=False, error=f"{e} during {stage}")
+        result.update(ok=False, error=f"{e} during {stage}", fault=e.role)
         if stage == "harness":
             result["stage"] = "load"
     except BaseException as e:   # noqa: BLE001 - the line must be written whatever happens

@@ -325,7 +325,9 @@ class WarmPool:
             sd.w.deadline = None
 
     def _settle_champion(self, sd: S.Side, result: dict) -> None:
-        harness = result.get("stage") == "harness" or "champion" in str(result.get("error") or "")
+        # Who failed is the judge's own evidence (Reject.side, WorkerGone.role: the worker it saw
+        # fail), never the words of an error a candidate can choose
+        harness = result.get("stage") == "harness" or result.get("fault") == "champion"
         if self.policy != "kept" or harness or not self._release(sd):
             self.counts["replaced"] += 1
             self._kill(sd)

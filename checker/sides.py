@@ -79,7 +79,7 @@ class Side:
     def expect_ok(self, r: dict, stage: str, what: str, procs: bool = True) -> dict:
         self.watch(r, stage, procs)
         if "error" in r:
-            raise Reject(stage, f"{self.role} {what}: {str(r['error'])[:600]}")
+            raise Reject(stage, f"{self.role} {what}: {str(r['error'])[:600]}", None, self.role)
         return r
 
     def watch(self, r: dict, stage: str, procs: bool = True) -> None:
@@ -90,11 +90,11 @@ class Side:
         for key in ("audit", "guards", "ops"):
             v = r.get(key, [])
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                raise Reject(stage, f"{self.role} worker sent a malformed reply ({key})", False)
+                raise Reject(stage, f"{self.role} worker sent a malformed reply ({key})", False, self.role)
         if r.get("audit"):
-            raise Reject(stage, f"{self.role} attempted {', '.join(r['audit'])}", False)
+            raise Reject(stage, f"{self.role} attempted {', '.join(r['audit'])}", False, self.role)
         if r.get("guards"):
-            raise Reject("integrity", f"{self.role} replaced {', '.join(r['guards'][:8])}", False)
+            raise Reject("integrity", f"{self.role} replaced {', '.join(r['guards'][:8])}", False, self.role)
         if not procs:
             return
         pid = self.w.proc.pid
@@ -102,10 +102,10 @@ class Side:
             new = {t: n for t, n in contain.tasks(pid).items() if t not in self.threads0}
             if new:
                 raise Reject(stage, f"{self.role} started threads: {len(new)} more in "
-                             f"/proc/{pid}/task ({', '.join(sorted(set(new.values())))})", False)
+                             f"/proc/{pid}/task ({', '.join(sorted(set(new.values())))})", False, self.role)
         kids = tree.children(pid)
         if kids:
-            raise Reject(stage, f"{self.role} started processes still alive: {kids}", False)
+            raise Reject(stage, f"{self.role} started processes still alive: {kids}", False, self.role)
         no_strays()   # read after the children: a daemon is in one list or the other
 
 

@@ -26,11 +26,12 @@ INTERPRETER_ATEN = {"_to_copy", "to", "_local_scalar_dense", "set_", "lift_fresh
 
 
 class Reject(Exception):
-    """The candidate broke a rule; `stage` says where."""
+    """The candidate broke a rule; `stage` says where; `side` is the worker the judge saw fail
+    ("candidate" or "champion"; None: neither, or not known), from its own evidence."""
 
-    def __init__(self, stage: str, msg: str, correct: bool | None = None):
+    def __init__(self, stage: str, msg: str, correct: bool | None = None, side: str | None = None):
         super().__init__(msg)
-        self.stage, self.correct = stage, correct
+        self.stage, self.correct, self.side = stage, correct, side
 
 
 def torch_dtype(torch, name: str):

@@ -98,7 +98,8 @@ _VARS = [
         "whole process group is killed (default 300; local, synthetic and ray backends)", 0, 86400,
         gt=True),
     Var("KERNLOOP_JUDGE", ("warm", "warm-fresh", "cold"), "warm", "`warm` (default): the local "
-        "backend keeps one judge per GPU for the whole run (checker/serve.py): the champion's "
+        "backend keeps one judge per GPU for the whole run (the synthetic backend one per CPU "
+        "worker, in the interpreter; checker/serve.py): the champion's "
         "worker stays, candidate workers start ahead, a promoted candidate's second look runs "
         "after its decision; `warm-fresh`: the same, but each job's champion is a fresh worker "
         "started ahead (both sides of every A/B the same age); `cold`: one checker process per "

@@ -87,7 +87,8 @@ def test_the_base_declares_a_backend_that_can_do_nothing_more(tmp_path):
 def test_each_backend_overrides_what_it_has():
     from types import SimpleNamespace
     import nebius_jobs as nj
-    from kernloop.backends.local import Backend, LocalBackend, SyntheticBackend
+    from kernloop.backends.local import Backend, LocalBackend
+    from kernloop.backends.synthetic import SyntheticBackend
     from kernloop.backends.ray import RayBackend
     cold, warm = LocalBackend(judge="cold", mode="interpret"), LocalBackend(judge="warm", mode="interpret")
     assert cold.times_peers and cold.takes_digests and not cold.sight_after

@@ -16,7 +16,8 @@ import pytest
 
 import orchestrator
 from kernloop.loop.state import State
-from kernloop.backends.local import SyntheticBackend, parse_child
+from kernloop.backends.local import parse_child
+from kernloop.backends.synthetic import SyntheticBackend
 from kernloop.backends.sandbox import run_child, stripped_env
 from kernloop.spec import load_spec
 from tests import judges

@@ -13,7 +13,7 @@ import pytest
 import orchestrator
 from kernloop.loop.state import State
 from kernloop.loop import terminal
-from kernloop.backends.local import SyntheticBackend
+from kernloop.backends.synthetic import SyntheticBackend
 from kernloop.spec import load_spec
 from tests.scripted_proposer import Scripted
 from kernloop.trajectory import read_events

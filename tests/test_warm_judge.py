@@ -398,3 +398,22 @@ def test_a_candidate_is_kept_for_the_next_job_only_when_it_may_be_promoted(tmp_p
     keys = [key(n) for n in ("a.py", "b.py", "c.py")]
     assert keys[0] == keys[1] != keys[2]   # the bytes, not the path
     assert pool.kernel_key(types.SimpleNamespace(champion_torch=True), "champion", spec).startswith("torch:")
+
+
+def test_who_failed_is_the_judges_evidence_never_the_words_of_an_error(warm, tmp_path):
+    """A candidate whose error says "champion" leaves the kept champion's worker alone (the pool
+    once read the error's text); a champion that itself fails is replaced."""
+    liar = BASE + ("\n\ndef matmul(a, b):\n"
+                   "    raise RuntimeError('champion worker died: harness failure in the champion')\n")
+    pools = []
+    for name, code, champion in (("first", BASE, BASE), ("liar", liar, BASE), ("after", BASE, BASE),
+                                 ("broken", BASE, liar)):
+        (tmp_path / name).mkdir()
+        res, _ = job(warm, tmp_path / name, code, timed=True, champion=champion)
+        pools.append((res, dict(res["judge"]["pool"])))
+    (first, p0), (lied, p1), (after, p2), (broken, p3) = pools
+    assert first["ok"] and after["ok"]
+    assert not lied["ok"] and "champion worker died" in lied["error"] and lied["fault"] == "candidate"
+    assert p1["replaced"] == p0["replaced"] and p2["champion_kept"] == p1["champion_kept"] + 1
+    assert not broken["ok"] and broken["fault"] == "champion" and broken["stage"] == "harness"
+    assert p3["replaced"] == p2["replaced"] + 1   # the failed champion's worker is not kept

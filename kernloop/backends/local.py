@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
-import threading
 from pathlib import Path
 from typing import Callable
 
 import checker
 from checker import ship
-from kernloop.backends import perfmodel
 from kernloop import settings
 from kernloop.errors import KernLoopError
-from kernloop.contract import read_config
 from kernloop.backends.resultline import ResultLineError, parse_result_line, validate_result
 from kernloop.backends.sandbox import run_child
 
@@ -98,6 +94,30 @@ def parse_child(out, backend: str, synthetic: bool, log_path: Path | None) -> di
     res.setdefault("backend_meta", {}).update(meta)
     if not res.get("ok"):
         res["backend_meta"]["stderr_tail"] = tail
+    return res
+
+
+def warm_job(judges, backend: str, synthetic: bool, slot: str, workdir: Path, argv: list[str],
+             timeout_s: float) -> dict:
+    """One job through `slot`'s warm judge (warmjudge.WarmJudges): its result line, checked for
+    shape and labelled like a cold child's (parse_child), or a clean failed result saying why
+    the judge gave none; the job's stderr goes to workdir/checker.log."""
+    import time
+    t0 = time.monotonic()
+    res, text, why = judges.job(slot, workdir.parent, argv, timeout_s)
+    (workdir / "checker.log").write_text(text, encoding="utf-8")
+    meta = {"judge": "warm", "slot": slot, "wall_s": round(time.monotonic() - t0, 3)}
+    if res is None:
+        return failed_result(backend, synthetic, "backend", f"{why}; a new judge starts with the "
+                             "next job", stderr_tail=text[-1500:], **meta)
+    problems = validate_result(res)
+    if problems:   # a judge's line is data, never trusted for its shape
+        return failed_result(backend, synthetic, "backend", "malformed result line: "
+                             + "; ".join(problems[:5]), stderr_tail=text[-1500:], **meta)
+    res["backend"], res["synthetic"] = backend, synthetic
+    res.setdefault("backend_meta", {}).update(meta)
+    if not res.get("ok"):
+        res["backend_meta"]["stderr_tail"] = text[-1500:]
     return res
 
 
@@ -268,27 +288,12 @@ class LocalBackend(Backend):
     def _evaluate_warm(self, spec, candidate, champion, workdir: Path, peers: bool, slot, digests) -> dict:
         """One job through the slot's warm judge: the same flags and the same result line as
         the cold child; no second look in it (asked after the decision: second_look)."""
-        import time
-        t0 = time.monotonic()
         slot = slot or self.slots(1)[0]
         f = stage_job(spec, _path(candidate), _path(champion), workdir, checker=False)
-        res, text, why = self.judges.job(slot, workdir.parent, self.checker_args(f, peers, False, digests),
-                                         self.timeout_s)
-        (workdir / "checker.log").write_text(text, encoding="utf-8")
-        meta = {"judge": "warm", "slot": slot, "wall_s": round(time.monotonic() - t0, 3)}
-        if res is None:
-            return failed_result(self.name, False, "backend", f"{why}; a new judge starts with the "
-                                 "next job", stderr_tail=text[-1500:], **meta)
-        problems = validate_result(res)
-        if problems:   # a judge's line is data, never trusted for its shape
-            return failed_result(self.name, False, "backend", "malformed result line: "
-                                 + "; ".join(problems[:5]), stderr_tail=text[-1500:], **meta)
-        res["backend"], res["synthetic"] = self.name, False
-        res.setdefault("backend_meta", {}).update(meta)
+        res = warm_job(self.judges, self.name, False, slot, workdir,
+                       self.checker_args(f, peers, False, digests), self.timeout_s)
         if self.mode == "gpu":
             res["backend_meta"]["cuda_visible_devices"] = slot
-        if not res.get("ok"):
-            res["backend_meta"]["stderr_tail"] = text[-1500:]
         return res
 
     # -- the second look after the decision (the loop: loop/secondlook.py)
@@ -337,89 +342,6 @@ class LocalBackend(Backend):
             self.unanswered = [{"job_id": tag, "kind": "sight", "status": "dropped", "ok": False,
                                 "error": "the judge that held it ended without an answer"}
                                for tag in self.asked if tag not in answered]
-
-
-class SyntheticBackend(Backend):
-    """Correctness is REAL (Triton interpreter on the CPU, check shapes, fp16 for bf16);
-    timing is MODELED (perfmodel.py) with deterministic noise. Labelled synthetic everywhere."""
-    name = "synthetic"
-    synthetic = True
-    takes_digests = True
-    device = SYNTHETIC_DEVICE
-    NOISE = 0.01   # relative std of modeled per-rep noise
-
-    def __init__(self, seed: int = 0, timeout_s: float | None = None):
-        self.seed = seed
-        self.jobs = 0
-        self._lock = threading.Lock()   # jobs may run in several threads (--parallel)
-        self.timeout_s = timeout_s or settings.get("KERNLOOP_CHECK_TIMEOUT_S")
-
-    def _samples(self, mean_ms: float, n: int, tag: str, job: str) -> list[float]:
-        # Keyed by the job's folder (baseline, it0001, ...), not a counter: a resumed run
-        # models the same numbers for the same candidate as the uninterrupted run.
-        rng = random.Random(f"{self.seed}:{job}:{tag}")
-        return [mean_ms * (1.0 + rng.gauss(0.0, self.NOISE)) for _ in range(n)]
-
-    def slots(self, parallel: int) -> list[str]:
-        """CPU workers: KERNLOOP_SYNTHETIC_WORKERS, else one per core; at most one per candidate
-        in flight."""
-        n = settings.get("KERNLOOP_SYNTHETIC_WORKERS") or os.cpu_count() or 1
-        return [f"cpu{i}" for i in range(max(1, min(parallel, n)))]
-
-    def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None,
-                 digests=None):
-        # peers: modeled runs leave them out (there is no model of torch's or Liger's kernels)
-        with self._lock:
-            self.jobs += 1
-        job = Path(workdir).name
-        f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))
-        cmd = checker.command("check", "--spec", str(f["spec"]), *side_args(f, digests),
-                              "--mode", "interpret", "--backend", self.name, "--synthetic")
-        out = run_child(cmd, self.timeout_s, cwd=str(workdir),
-                        env_extra={"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
-        res = parse_child(out, self.name, True, Path(workdir) / "checker.log")
-        return self.model(res, spec, f, configs, job)
-
-    def model(self, res: dict, spec, f: dict, configs: dict | None, job: str) -> dict:
-        """Fill a passed interpreter run's timing from the model (files `f` as staged; `job`
-        keys the noise). Also used by the Ray backend's synthetic mode."""
-        from checker.timing import roofline, summarize, ceilings_for
-        res["device"] = SYNTHETIC_DEVICE
-        res["timing_model"] = "perfmodel.py (modeled H200; not a measurement)"
-        if not res.get("ok"):
-            return res
-        shape = spec.shapes[0]
-        _, nbytes = spec.cost_of(shape)
-        cfgs = {}
-        for side in ("candidate", "champion"):
-            if side not in f:   # the torch reference: no CONFIG, modeled as a vendor kernel
-                continue
-            cfg = (configs or {}).get(side) or read_config(f[side].read_text())
-            if cfg is None:
-                res.update(ok=False, stage="timing",
-                           error=f"synthetic timing needs a CONFIG literal in the {side}")
-                return res
-            cfgs[side] = cfg
-        warm, reps = spec.timing["warmup"], spec.timing["reps"]
-        flops, _ = spec.cost_of(shape)
-        try:
-            means = {side: perfmodel.predict_ms(spec.model, shape, cfgs[side], nbytes)
-                     if side in cfgs else perfmodel.torch_ms(spec.model, flops, nbytes)
-                     for side in ("candidate", "champion")}
-            if len(cfgs) < 2:
-                res["timing_model"] += f"; torch side: {perfmodel.TORCH_MODEL}"
-        except perfmodel.ModelError as e:
-            res.update(ok=False, stage="timing", error=f"(synthetic) {e}")
-            return res
-        flops, nbytes = spec.cost_of(shape)
-        cost = {"flops": flops, "bytes": nbytes}
-        ceil = ceilings_for("H200")
-        for side in ("candidate", "champion"):
-            res[side] = summarize(self._samples(means[side], reps, side, job), warm)
-        res["roofline"] = {s: roofline(res[s], cost, ceil) for s in ("candidate", "champion")}
-        res["ceilings"] = ceil
-        res["stage"] = "done"
-        return res
 
 
 def _path(p) -> Path | None:

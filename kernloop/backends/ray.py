@@ -33,8 +33,9 @@ from urllib.parse import urlsplit
 
 import checker
 from kernloop import settings
-from kernloop.backends.local import (SYNTHETIC_DEVICE, Backend, BackendError, SyntheticBackend,
-                            failed_result, parse_child, stage_job)
+from kernloop.backends.local import (SYNTHETIC_DEVICE, Backend, BackendError, failed_result,
+                                     parse_child, stage_job)
+from kernloop.backends.synthetic import SyntheticBackend
 from kernloop.backends.sandbox import ChildResult
 
 CONNECT_TIMEOUT_S = 5.0     # the TCP check of RAY_ADDRESS before Ray is asked to connect

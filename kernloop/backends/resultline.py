@@ -70,6 +70,8 @@ def validate_result(obj) -> list[str]:
     for key in ("stage", "error"):
         if key in obj and obj[key] is not None and not isinstance(obj[key], str):
             bad.append(f"{key} must be a string or null, got {type(obj[key]).__name__}")
+    if obj.get("fault") not in (None, "candidate", "champion"):
+        bad.append(f"fault must be candidate, champion or null, got {obj.get('fault')!r}")
     if "correct" in obj and obj["correct"] is not None and not isinstance(obj["correct"], bool):
         bad.append(f"correct must be true, false or null, got {obj['correct']!r}")
     rel = obj.get("rel_l2", {})

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from kernloop import needs
 from kernloop.errors import KernLoopError
-from kernloop.backends.local import Backend, BackendError, LocalBackend, SyntheticBackend, cuda_visible
+from kernloop.backends.local import Backend, BackendError, LocalBackend, cuda_visible
+from kernloop.backends.synthetic import SyntheticBackend
 from kernloop.backends.nebius_cli import CliMissing
 from nebius_jobs import NebiusBackend
 from kernloop.propose import torchstart
