@@ -43,10 +43,21 @@ def add_sites(env=None) -> list[str]:
     dirs = [d for d in (env if env is not None else os.environ).get(SITE_ENV, "").split(os.pathsep) if d]
     added = []
     for d in dirs:
-        if os.path.isdir(d) and d not in sys.path:
-            site.addsitedir(d)
+        if os.path.isdir(d) and d not in _SITES:
+            _SITES.add(d)
+            on_path = d in sys.path
+            # known_paths empty: a folder already on sys.path (PYTHONPATH=it, as on the device)
+            # still gets its .pth files run; site.addsitedir alone skips a folder it knows
+            site.addsitedir(d, set())
+            if on_path:   # not a second entry for it
+                sys.path.reverse()
+                sys.path.remove(d)
+                sys.path.reverse()
             added.append(d)
     return added
+
+
+_SITES: set[str] = set()   # KERNLOOP_SITE folders already added in this process
 
 
 def liger_namespace():

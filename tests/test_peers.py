@@ -336,3 +336,23 @@ def test_kernloop_site_folders_are_site_dirs_with_their_pth_files(tmp_path, monk
     import kl_pth_probe
     assert kl_pth_probe.VALUE == 42
     assert add_sites({}) == [] and add_sites({"KERNLOOP_SITE": str(target)}) == []   # once
+
+
+def test_a_site_folder_already_on_the_path_still_runs_its_pth_files(tmp_path):
+    """PYTHONPATH=DIR KERNLOOP_SITE=DIR (a `pip --target` folder, as on the device): DIR is on
+    sys.path before the checker adds it, and site.addsitedir alone skips a folder it knows, so
+    QuACK imported and its CUTLASS DSL did not (No module named 'cutlass', on the H100)."""
+    import subprocess
+    import sys
+    target, hidden = tmp_path / "target", tmp_path / "libs"
+    target.mkdir()
+    hidden.mkdir()
+    (hidden / "kl_pth_probe2.py").write_text("VALUE = 7\n")
+    (target / "probe.pth").write_text(f"{hidden}\n")
+    code = ("import sys; from checker.peers import add_sites; "
+            f"assert add_sites() == [{str(target)!r}]; import kl_pth_probe2; "
+            f"print(kl_pth_probe2.VALUE, sys.path.count({str(target)!r}))")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{target}:{ROOT}", "KERNLOOP_SITE": str(target)}
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["7", "1"]   # imported through the .pth; the folder on the path once
