@@ -60,6 +60,18 @@ def add_sites(env=None) -> list[str]:
 _SITES: set[str] = set()   # KERNLOOP_SITE folders already added in this process
 
 
+def _import_failure(module: str, dist: str, e: Exception) -> str:
+    """Why an optional peer library is missing: not installed, or installed and failed to import
+    (QuACK without its CUTLASS DSL: a broken install, not one to repeat with pip install)."""
+    import importlib.util
+    why = f"({type(e).__name__}: {str(e)[:120]})"
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    return f"{dist} is installed but did not import {why}" if found else f"{dist} is not installed {why}"
+
+
 def liger_namespace():
     """(Liger-Kernel's forward functions under short names, None) or (None, why not).
 
@@ -70,7 +82,7 @@ def liger_namespace():
     try:
         import liger_kernel  # noqa: F401
     except Exception as e:   # noqa: BLE001 - an optional package, any failure
-        return None, f"liger-kernel is not installed ({type(e).__name__}: {str(e)[:120]})"
+        return None, _import_failure("liger_kernel", "liger-kernel", e)
     ns, errors = {}, []
     for short, mod, cls in (("softmax", "softmax", "LigerSoftmaxFunction"),
                             ("rms_norm", "rms_norm", "LigerRMSNormFunction"),
@@ -98,7 +110,7 @@ def quack_namespace():
         quack = importlib.import_module("quack")
         qr = importlib.import_module("quack.rmsnorm")   # the module: `quack.rmsnorm` is the function
     except Exception as e:   # noqa: BLE001 - not installed, or cutlass-dsl failed to load
-        return None, f"quack-kernels is not installed or did not import ({type(e).__name__}: {str(e)[:120]})"
+        return None, _import_failure("quack", "quack-kernels", e)
     cache: dict = {}
 
     def f32(t):
@@ -163,8 +175,10 @@ def expression_peer(torch, expr: str, names: list[str], libs: dict | None = None
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     for lib in sorted(used & set(LIBRARIES)):
         ns, why = (libs or {}).get(lib, (None, f"{LIBRARIES[lib]} was not looked for"))
-        if ns is None:
+        if ns is None and "is not installed" in why:   # our own words (_import_failure)
             raise NotInstalled(f"{why} (optional: pip install {LIBRARIES[lib]})")
+        if ns is None:
+            raise LookupError(why)   # installed and broken: a failed peer, said as such
         missing = [n for n in _attrs_of(expr, lib) if n not in vars(ns)]
         if missing:
             raise NotApplicable(f"this {LIBRARIES[lib]} has no {', '.join(missing)}")

@@ -3,6 +3,7 @@ reference, screened by running them (a broken peer is skipped with its reason, n
 joint-timing fallback with a CPU timer standing in for the checker's CUDA-event timer, a noisy
 peer timed in more rounds (never dropped for its spread), and the rule that keeps a peer that
 recompiled while timed from being the best."""
+import json
 import time
 import types
 from pathlib import Path
@@ -356,3 +357,25 @@ def test_a_site_folder_already_on_the_path_still_runs_its_pth_files(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["7", "1"]   # imported through the .pth; the folder on the path once
+
+
+def test_a_library_installed_but_broken_is_a_failed_peer_not_a_missing_one(tmp_path):
+    """QuACK installed without a loadable CUTLASS DSL (the H100, before the .pth fix): the line
+    must not say "not installed (pip install quack-kernels)", which sends the user to repeat the
+    install that is there; it is a failed peer that says what did not import."""
+    import subprocess
+    import sys
+    pkg = tmp_path / "quack"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import cutlass_not_here\n")
+    code = ("import json, torch; from checker.peers import build; from tests.test_peers import _spec; "
+            "spec = _spec('rmsnorm', {'quack': 'quack.rms_norm(x, w, 1e-6)'}); "
+            "print(json.dumps(build(torch, spec, backend='eager', with_compile=False)[1]))")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}:{ROOT}"}
+    p = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    skipped = json.loads(p.stdout.strip().splitlines()[-1])["quack"]
+    assert skipped["kind"] == "failed" and "install" not in skipped
+    assert "quack-kernels is installed but did not import" in skipped["reason"]
+    assert "No module named 'cutlass_not_here'" in skipped["reason"]
