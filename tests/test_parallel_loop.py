@@ -24,7 +24,8 @@ VOLATILE = {"ts", "run_id", "latency_s", "wall_s", "duration_s", "argv", "t_s", 
             "compile_s", "elapsed_s", "phase_s", "rel_l2",   # the checker draws fresh inputs
             "floors", "floor_ratio", "workers",   # rounding floors of those inputs; worker pids
             "cost_s", "folder",   # what each containment layer took to apply; the job's scratch folder
-            "references_ms"}   # how long the inputs and references took
+            "references_ms",   # how long the inputs and references took
+            "finish_s", "uptime_s", "pid"}   # the warm judge's own: its job's end, its age, its process
 
 
 def run_cli(args, timeout=600):
