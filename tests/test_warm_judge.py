@@ -417,3 +417,27 @@ def test_who_failed_is_the_judges_evidence_never_the_words_of_an_error(warm, tmp
     assert p1["replaced"] == p0["replaced"] and p2["champion_kept"] == p1["champion_kept"] + 1
     assert not broken["ok"] and broken["fault"] == "champion" and broken["stage"] == "harness"
     assert p3["replaced"] == p2["replaced"] + 1   # the failed champion's worker is not kept
+
+
+def test_a_kept_champion_that_turns_wrong_once_it_knows_it_is_kept_is_caught_every_job(warm, tmp_path):
+    """A kernel can tell it is the warm judge's kept champion (its worker lives across jobs: a
+    call counter in the process passes what one job's calls reach) and then cut its work to half
+    of K, faster and wrong, with no torch op to see. The judge checks the champion's output of
+    every timed call, so the job fails on the champion's side (fault: champion), the worker is
+    replaced, and no verdict rests on the lie."""
+    sly = BASE.replace("CONFIG = dict(", "_N = [0]\nCONFIG = dict(", 1).replace(
+        "    cfg = CONFIG\n", "    cfg = CONFIG\n    _N[0] += 1\n    K = K // 2 if _N[0] > 30 else K\n", 1)
+    assert sly.count("_N[0] += 1") == 1
+    seen = []
+    for i in range(5):
+        (tmp_path / str(i)).mkdir()
+        res, _ = job(warm, tmp_path / str(i), BASE, timed=True, champion=sly)
+        seen.append((res, dict(res["judge"]["pool"])))
+    failed = [(i, r) for i, (r, _) in enumerate(seen) if not r["ok"]]
+    assert failed, "the kept champion never crossed its count: raise the number of jobs"
+    for i, r in failed:
+        assert r["fault"] == "champion" and r["stage"] == "harness", r["error"]
+        assert "champion's output of timed call" in r["error"] and r["correct"] is False
+        if i + 1 < len(seen):   # its worker was replaced: the next job's champion is a fresh one
+            assert seen[i + 1][1]["champion_fresh"] == seen[i][1]["champion_fresh"] + 1
+    assert all(r["ok"] for r, _ in seen if r not in [f for _, f in failed])
