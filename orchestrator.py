@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""KernLoop's command line: run (the default), new, check and page; one `error:` line and exit 2 for every user error.
+"""KernLoop's command line: run (the default), new, check, page and mcp; one `error:` line and exit 2 for every user error.
 
   python orchestrator.py --spec specs/matmul.yaml          (= python orchestrator.py run --spec ...)
   python orchestrator.py --resume runs/<id>
   python orchestrator.py new NAME --from MODULE:FUNCTION --shape 4096x8192 --dtype bf16
   python orchestrator.py new NAME --from-kernelbench PROBLEM.py
   python orchestrator.py check --spec specs/NAME.yaml KERNEL.py
-  python orchestrator.py page runs/<id> [--index]
+  python orchestrator.py page runs/<id> [--index]      kernloop mcp  (MCP over stdio, for agents)
 """
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ COMMANDS = """commands:
   new      write specs/NAME.yaml from a function or a KernelBench problem
   check    one kernel file through the contract and the full checker
   page     re-render a run's page and the runs index
+  mcp      serve the judge and the loop to a coding agent over MCP (stdio)
 `python orchestrator.py COMMAND --help` (or `kernloop COMMAND --help`) for a command's options."""
 
 
@@ -470,20 +471,21 @@ def run(argv: list[str]) -> int:
 def command(name: str):
     """The main function of a subcommand (imported when chosen)."""
     if name == "new":
-        from kernloop.onramp import new
-        return new.main
-    if name == "check":
-        from kernloop.onramp import checkcmd
-        return checkcmd.main
-    if name == "page":
-        from kernloop import page
-        return page.main
-    return run
+        from kernloop.onramp.new import main
+    elif name == "check":
+        from kernloop.onramp.checkcmd import main
+    elif name == "page":
+        from kernloop.page import main
+    elif name == "mcp":
+        from kernloop.onramp.mcpserver import main
+    else:
+        main = run
+    return main
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    name = argv[0] if argv and argv[0] in ("run", "new", "check", "page") else "run"
+    name = argv[0] if argv and argv[0] in ("run", "new", "check", "page", "mcp") else "run"
     rest = argv[1:] if argv[:1] == [name] else argv   # `--spec S` alone is `run --spec S`
     try:
         return command(name)(rest)

@@ -105,6 +105,13 @@ _VARS = [
         "started ahead (both sides of every A/B the same age); `cold`: one checker process per "
         "job, the second look inside it (the path before the warm judge, kept for comparison: "
         "benchmarks/verdict_speed.py)"),
+    Var("KERNLOOP_GPU_LOCK_DIR", str, None, "folder of the per-GPU lock files (kernloop/backends/gpulock.py): "
+        "the local backend holds a GPU's lock for each timed job, so two runs or a run and an MCP "
+        "`check` on one GPU wait for each other (default: `kernloop-gpu-locks` in the system's "
+        "temporary folder)"),
+    Var("KERNLOOP_RUN_DIR_FILE", str, None, "a file a run writes its folder's absolute path into "
+        "as soon as the folder exists (the MCP server's `run` tool sets it to find the run it "
+        "started; unset: nothing written)"),
     Var("KERNLOOP_SIGHT_CACHE", ("0", "1"), "1", "`1` (default): the baseline's peers and profile "
         "are kept under `<--out>/.cache/sight/` and reused by a later run of the same spec, "
         "baseline, device and versions (docs/warm-judge.md says what the key holds); `0`: "

@@ -162,10 +162,29 @@ class Resume(Common, total=False):
     argv: list                  # the command line of this part
 
 
+class Check(Common, total=False):
+    # one kernel judged outside a run (the MCP server's `check`), in runs/mcp-checks.jsonl
+    source: str                 # who asked: mcp
+    spec: str                   # the spec file
+    kernel: str                 # the kernel file judged (a text sent over MCP is saved first)
+    kernel_sha256: str          # sha256 of the bytes the contract and the judge read
+    champion: str | None        # the kernel it was timed against; None: the spec's baseline
+    correct: bool               # every check shape within the tolerance
+    ok: bool                    # the judge finished (a wrong kernel can be ok and not correct)
+    stage: str | None           # where it stopped: contract, load, correctness, timing, done, ...
+    error: str | None
+    contract: list              # the contract's reasons when it refused the kernel
+    rel_l2: dict                # per check shape
+    candidate_ms: float | None
+    baseline_ms: float | None
+    speedup: float | None       # baseline_ms / candidate_ms
+    device: str | None
+
+
 SCHEMA: dict[str, type] = {"run_start": RunStart, "baseline": Baseline, "research": Research,
                            "iteration": Iteration, "sight": Sight, "final": Final, "resume": Resume,
-                           "run_end": RunEnd}
-Event = typing.Union[RunStart, Baseline, Research, Iteration, Sight, Final, Resume, RunEnd]   # a decoded line (a dict at run time)
+                           "run_end": RunEnd, "check": Check}
+Event = typing.Union[RunStart, Baseline, Research, Iteration, Sight, Final, Resume, RunEnd, Check]   # a decoded line (a dict at run time)
 REQUIRED = tuple(Common.__annotations__)
 
 

@@ -15,6 +15,7 @@ from typing import Callable
 import checker
 from checker import ship
 from kernloop import settings
+from kernloop.backends import gpulock
 from kernloop.errors import KernLoopError
 from kernloop.backends.resultline import ResultLineError, parse_result_line, validate_result
 from kernloop.backends.sandbox import run_child
@@ -275,6 +276,12 @@ class LocalBackend(Backend):
 
     def evaluate(self, spec, candidate, champion, workdir, configs=None, peers=False, slot=None,
                  digests=None):
+        if self.mode != "gpu":   # the interpreter times nothing a second process could spoil
+            return self._evaluate(spec, candidate, champion, workdir, peers, slot, digests)
+        with gpulock.held(slot or self.slots(1)[0]):   # another run or MCP check on this GPU waits
+            return self._evaluate(spec, candidate, champion, workdir, peers, slot, digests)
+
+    def _evaluate(self, spec, candidate, champion, workdir, peers, slot, digests) -> dict:
         if self.judges is not None:
             return self._evaluate_warm(spec, candidate, champion, Path(workdir), peers, slot, digests)
         f = stage_job(spec, _path(candidate), _path(champion), Path(workdir))

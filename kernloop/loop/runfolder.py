@@ -6,7 +6,7 @@ import datetime as _dt
 import shutil
 from pathlib import Path
 
-from kernloop import contract
+from kernloop import contract, settings
 from kernloop.errors import KernLoopError
 from kernloop.propose import torchstart
 
@@ -35,6 +35,8 @@ def start_run(args, spec) -> Path:
         (run_dir / "baseline.py").write_text(torchstart.champion_text(spec), encoding="utf-8")
     else:
         shutil.copyfile(spec.baseline, run_dir / "baseline.py")
+    if announce := settings.get("KERNLOOP_RUN_DIR_FILE"):   # whoever started this run (MCP) finds it
+        Path(announce).write_text(str(run_dir), encoding="utf-8")
     return run_dir
 
 

@@ -1,6 +1,7 @@
 """`orchestrator.py check`: one kernel file through the contract and the full checker, printed as a verdict table and one JSON line."""
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 from pathlib import Path
@@ -33,7 +34,7 @@ def _fmt_ms(v) -> str:
     return f"{v:.4f} ms" if isinstance(v, (int, float)) else "--"
 
 
-def summary(spec, kernel: Path, res: dict, contract_reasons: list[str]) -> dict:
+def summary(spec, kernel: Path, res: dict, contract_reasons: list[str], champion: Path | None = None) -> dict:
     """The one JSON line: what a script needs from the verdict."""
     r = Result.of(res)
     cand, base = r.candidate_ms, r.champion_ms
@@ -41,7 +42,7 @@ def summary(spec, kernel: Path, res: dict, contract_reasons: list[str]) -> dict:
             "ok": r.ok, "stage": res.get("stage"), "error": res.get("error"),
             "contract": contract_reasons, "rel_l2": r.rel_l2,
             "tolerance": spec.tolerance, "candidate_ms": cand, "baseline_ms": base,
-            "baseline": "torch" if spec.torch_baseline else spec.baseline.name,
+            "baseline": str(champion) if champion else "torch" if spec.torch_baseline else spec.baseline.name,
             "speedup": base / cand if cand and base else None, "peers": res.get("peers"),
             "backend": res.get("backend"), "synthetic": bool(res.get("synthetic")),
             "device": res.get("device"), "timing_model": res.get("timing_model")}
@@ -84,27 +85,57 @@ def table(spec, res: dict, line: dict) -> list[str]:
     return out
 
 
-def run_check(spec_path: str, kernel: str, backend_name: str) -> tuple[dict, list[str]]:
-    spec = load_spec(spec_path)
-    k = Path(kernel)
+def _kernel_file(path, role: str = "kernel") -> Path:
+    k = Path(path)
     if not k.is_file():
-        raise CheckError(f"kernel file {k} not found")
+        raise CheckError(f"{role} file {k} not found")
+    return k
+
+
+def make_check_backend(name: str):
+    """The backend a check runs on, and why; a setup this machine cannot run is bad input
+    (exit 2), found before anything runs."""
     from kernloop.backends.local import BackendError
     from kernloop.loop.factories import make_backend
-    try:   # a setup this machine cannot run is bad input (exit 2), found before anything runs
-        backend, why = make_backend(backend_name)
+    try:
+        return make_backend(name)
     except (BackendError, ValueError) as e:   # no GPU for local, no nebius CLI, a bad setting
         raise CheckError(str(e)) from None
-    reasons = contract.capped(contract.check, k.read_text(encoding="utf-8"), spec)
+
+
+def run_check(spec_path: str, kernel: str, backend_name: str = "auto", champion: str | None = None,
+              backend=None) -> tuple[dict, list[str]]:
+    """The verdict on one kernel file against the spec's baseline (or `champion`, a kernel file
+    held to the same contract): its JSON line and its table. `backend`: one the caller keeps
+    warm between checks (the MCP server); else one is made from `backend_name` for this check."""
+    from kernloop.loop.iteration import evaluate_judged
+    spec = load_spec(spec_path)
+    k = _kernel_file(kernel)
+    champ = _kernel_file(champion, "champion") if champion else None
+    why = None
+    if backend is None:
+        backend, why = make_check_backend(backend_name)
+    judged = {"candidate": None, "champion": None}
+    if champ is not None:   # a champion sent by a caller is a kernel like any other
+        text = champ.read_bytes()
+        bad = contract.capped(contract.check, text.decode("utf-8", "replace"), spec)
+        if bad:
+            raise CheckError(f"champion {champ}: {len(bad)} contract violation(s): {bad[0]}")
+        judged["champion"] = hashlib.sha256(text).hexdigest()
+    text = k.read_bytes()   # the bytes the contract judges are the bytes the judge may run
+    reasons = contract.capped(contract.check, text.decode("utf-8", "replace"), spec)
     if reasons:   # the contract is part of the verdict: the checker would not run it either
         res = {"ok": False, "correct": False, "stage": "contract", "backend": backend.name,
                "error": f"{len(reasons)} contract violation(s)", "synthetic": backend.synthetic}
-        line = summary(spec, k, res, reasons)
+        line = summary(spec, k, res, reasons, champ)
         return line, table(spec, res, line)
+    judged["candidate"] = hashlib.sha256(text).hexdigest()
     with tempfile.TemporaryDirectory(prefix="kernloop-check-") as work:
-        res = backend.evaluate(spec, k, spec.baseline, Path(work))
-    line = summary(spec, k, res, [])
-    return line, [f"{'SYNTHETIC ' if backend.synthetic else ''}kernloop: {why}", *table(spec, res, line)]
+        res = evaluate_judged(backend, spec, k, champ if champ is not None else spec.baseline,
+                              Path(work), judged)
+    line = summary(spec, k, res, [], champ)
+    head = [f"{'SYNTHETIC ' if backend.synthetic else ''}kernloop: {why}"] if why else []
+    return line, [*head, *table(spec, res, line)]
 
 
 def main(argv) -> int:
