@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""KernLoop's command line: run (the default), new, check, page and mcp; one `error:` line and exit 2 for every user error.
+"""KernLoop's command line: run (the default), new, check, page, mcp and doctor; one `error:` line and exit 2 for every user error.
 
   python orchestrator.py --spec specs/matmul.yaml          (= python orchestrator.py run --spec ...)
   python orchestrator.py --resume runs/<id>
@@ -51,6 +51,7 @@ COMMANDS = """commands:
   check    one kernel file through the contract and the full checker
   page     re-render a run's page and the runs index
   mcp      serve the judge and the loop to a coding agent over MCP (stdio)
+  doctor   what is installed and usable here (GPU, Triton, ncu, peers, Ray, nebius, LLM), and what is missing
 `python orchestrator.py COMMAND --help` (or `kernloop COMMAND --help`) for a command's options."""
 
 
@@ -117,6 +118,7 @@ def log_to_file(path: Path) -> None:
     h.kernloop_file = True
     h.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.root.addHandler(h)
+    logging.getLogger("kernloop").info("library logging of run %s (the LLM client, httpx)", path.parent.name)
 
 
 def versions() -> dict:
@@ -197,18 +199,9 @@ def resolve_spec(args) -> tuple[Spec, str | None, list[dict]]:
         check_baseline(spec)
         return spec, None, []
     run_dir = Path(args.resume).resolve()
-    try:
-        resume_events, rs = resume.load(run_dir)
-        spec = load_spec(resume.spec_path(rs, run_dir))
-    except resume.ResumeError as e:
-        raise KernLoopError(str(e)) from None
-    args.backend, args.seed = rs["backend"], rs.get("seed", 0)
-    args.iterations = rs.get("iterations") if args.iterations is None else args.iterations
-    args.proposer = rs.get("proposer_choice", "auto")
-    args.patience = rs.get("patience") if args.patience is None else args.patience
-    args.parallel = rs.get("parallel", 1) if args.parallel is None else args.parallel
-    args.batch = rs.get("batch", 1) if args.batch is None else args.batch
-    args.max_minutes = rs.get("max_minutes") if args.max_minutes is None else args.max_minutes
+    resume_events, rs = resume.load(run_dir)   # a ResumeError is one line, exit 2
+    resume.take_options(args, rs, run_dir)
+    spec = load_spec(resume.spec_path(rs, run_dir))
     args.run_dir = run_dir
     return spec, rs["run_id"], resume_events
 
@@ -223,6 +216,9 @@ def open_run(args) -> Run:
     if missing := needs.errors(found, needs_triton=here, llm=False):
         raise KernLoopError(missing[0])   # one line naming what to pip install, exit 2
     backend, backend_why = make_backend(args.backend, seed=args.seed)
+    if args.resume:   # not chosen on this command line: the run's own, from its log
+        backend_why = "the resumed run's backend, from its log: " + backend_why.replace(
+            "backend chosen on the command line: ", "")
     args.close_backend = backend.close   # whatever way the run ends (run)
     # The same seed on --resume: the tuner's state is rebuilt by replaying its proposals.
     proposer, proposer_note = make_proposer(args.proposer, spec, args.seed)
@@ -478,6 +474,8 @@ def command(name: str):
         from kernloop.page import main
     elif name == "mcp":
         from kernloop.onramp.mcpserver import main
+    elif name == "doctor":
+        from kernloop.onramp.doctor import main
     else:
         main = run
     return main
@@ -485,7 +483,7 @@ def command(name: str):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    name = argv[0] if argv and argv[0] in ("run", "new", "check", "page", "mcp") else "run"
+    name = argv[0] if argv and argv[0] in ("run", "new", "check", "page", "mcp", "doctor") else "run"
     rest = argv[1:] if argv[:1] == [name] else argv   # `--spec S` alone is `run --spec S`
     try:
         return command(name)(rest)

@@ -334,3 +334,38 @@ def test_the_judge_times_torch_compile_of_a_reference_file(kb_specs, tmp_path):
     assert COMPILE_LABEL in blk["peers"], blk.get("skipped")
     assert blk["peers"][COMPILE_LABEL]["n"] == 3 and blk["peers"][COMPILE_LABEL]["compiles_timed"] == 0
     assert blk["rel_l2"][COMPILE_LABEL] < 1e-5 and "Model.forward (eager)" in blk["peers"]
+
+
+# ---------------------------------------------------------------- references that draw at random
+
+def test_a_kernelbench_model_with_dropout_is_its_inference_pass(tmp_path):
+    """KernelBench level 2 #66 style: Dropout in the Model. The reference runs the model in eval
+    mode (as a kernel engineer would time it), so two calls on the same inputs agree."""
+    s = new(tmp_path, "kb_dropout", "--from-kernelbench", KB / "kb66_linear_dropout.py", "--dtype", "fp32")
+    shape = {k: 7 for k in s.shapes[0]}
+    xs, first = cpu_reference(s, shape)
+    again = reference_callable(torch, s.to_checker())(*xs)
+    assert torch.equal(first, again)
+
+
+def test_a_reference_that_draws_at_random_is_refused_at_new(tmp_path):
+    (tmp_path / "noisy.py").write_text("import torch\n\n\ndef f(x):\n"
+                                       "    return torch.nn.functional.dropout(x, 0.5, training=True)\n")
+    p = cli("new", "noisy", "--from", f"{tmp_path / 'noisy.py'}:f", "--shape", "64x128", "--dir", tmp_path)
+    assert p.returncode == 2 and not (tmp_path / "noisy.yaml").exists()
+    line, = p.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "different outputs on the same inputs" in line
+
+
+def test_new_from_a_torch_function_with_keyword_arguments(tmp_path):
+    """`--from 'torch.nn.functional:softmax(dim=-1)'`, as a user writes it (issue 47): the keyword
+    reaches the reference and the peer; a required parameter given by keyword is no input."""
+    s = new(tmp_path, "sm", "--from", "torch.nn.functional:softmax(dim=-1)", "--shape", "64x1000", "--dtype", "fp32")
+    assert s.reference == "torch.nn.functional.softmax(x, dim=-1)" and [i["name"] for i in s.inputs] == ["x"]
+    assert s.compare == {"torch.nn.functional.softmax (eager)": "torch.nn.functional.softmax(x, dim=-1)"}
+    xs, ref = cpu_reference(s, {"M": 3, "N": 7})
+    assert torch.allclose(ref, torch.softmax(xs[0], -1))
+    t = new(tmp_path, "sm0", "--from", "torch:softmax(dim=0)", "--shape", "64x1000", "--dtype", "fp32")
+    assert t.reference == "torch.softmax(x, dim=0)" and [i["name"] for i in t.inputs] == ["x"]
+    bad = cli("new", "sm1", "--from", "torch:softmax(x, dim=0)", "--shape", "8x8", "--dir", tmp_path)
+    assert bad.returncode == 2 and "only keyword arguments" in bad.stderr

@@ -49,6 +49,7 @@ def test_run_writes_log_page_and_champion(synthetic_run):
     assert "SYNTHETIC backend" in p.stdout and "built-in tuner" in p.stdout
     assert f"page: {run / 'trajectory.html'}" in p.stdout
     assert (run / "trajectory.html").is_file() and (run / "champion.py").is_file()
+    assert f"library logging of run {run.name}" in (run / "kernloop.log").read_text()   # every run's, as README says
     evs = read_events(run / "run.jsonl")       # every line parses and fits the schema
     assert all(e["backend"] == "synthetic" and e["synthetic"] is True for e in evs)
     assert evs[0]["event"] == "run_start" and evs[-1]["event"] == "run_end"

@@ -132,6 +132,15 @@ def test_16_candidates_4_in_flight_spread_over_both_nodes(cluster, tmp_path):
 
 # ---------------------------------------------------------------- a node dies mid-job
 
+def test_check_runs_one_kernel_on_the_cluster_as_documented(cluster):
+    """README's `check --backend ray` (issue 47: the CLI refused it): the verdict of a job on a node."""
+    p = cli(["check", "--spec", "specs/softmax.yaml", "specs/softmax_naive.py", "--backend", "ray", "--json", "-"],
+            cluster.env(**SYNTH))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    line = json.loads(p.stdout.strip().splitlines()[-1])
+    assert line["correct"] is True and line["backend"] == "ray" and line["synthetic"] is True
+
+
 def test_a_node_killed_mid_job_loses_nothing_and_duplicates_nothing(cluster, tmp_path):
     doomed = cluster.add(cpus=2)
     raylet = cluster.raylet_pid(doomed)

@@ -78,6 +78,17 @@ def test_sigterm_writes_run_end_interrupted_and_the_page_stops_refreshing(tmp_pa
     assert end["stop_reason"] == "interrupted by SIGTERM" and end["duration_s"] > 0
     html = (run / "trajectory.html").read_text()
     assert 'http-equiv="refresh"' not in html
+    # --resume keeps the run's backend: another one is refused in one line, nothing written
+    other = subprocess.run([*PY, "--resume", str(run), "--backend", "local", "--iterations", "0"], cwd=ROOT,
+                           env=ENV, capture_output=True, text=True, timeout=600)
+    assert other.returncode == 2 and events(run)[-1] == end
+    line, = other.stderr.strip().splitlines()
+    assert line.startswith("error: --resume") and "synthetic backend" in line and "--backend local" in line
+    # the same run resumed says where its backend came from (not "chosen on the command line")
+    again = subprocess.run([*PY, "--resume", str(run), "--iterations", "0"], cwd=ROOT, env=ENV,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert "the resumed run's backend, from its log: synthetic" in again.stdout.splitlines()[0]
 
 
 def test_interrupted_tuner_run_resumes_exactly_as_the_uninterrupted_one(tmp_path):

@@ -96,7 +96,7 @@ CHECKER_MODULES = {p.stem for p in CHECKER.glob("*.py")} - {"__init__"}
 PRODUCT = [ROOT / n for n in ("orchestrator.py", "nemotron_client.py", "nebius_jobs.py", "research.py")] \
     + sorted((ROOT / "kernloop").rglob("*.py")) + sorted(CHECKER.glob("*.py"))
 # The one sys.path change allowed there: `new --from mod:fn` imports the USER's module from cwd.
-USER_MODULE_PATH = {("kernloop/onramp/new.py", "sys.path.insert(0, os.getcwd())   # user module: `new --from mod:fn`")}
+USER_MODULE_PATH = {("kernloop/onramp/target.py", "sys.path.insert(0, os.getcwd())   # user module: `new --from mod:fn`")}
 
 
 def _imports(tree: ast.AST) -> list[tuple[str, int, int]]:

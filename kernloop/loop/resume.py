@@ -32,6 +32,22 @@ def load(run_dir: Path) -> tuple[list[dict], dict]:
     return events, starts[0]
 
 
+def take_options(args, run_start: dict, run_dir: Path) -> None:
+    """The run's own options on `args`, except those given again on the command line. Its
+    backend cannot change: a resumed run's times are compared with the earlier parts' times."""
+    logged = run_start["backend"]
+    if args.backend not in ("auto", logged):
+        raise ResumeError(f"--resume {run_dir.name}: the run is on the {logged} backend and goes on there; "
+                          f"--backend {args.backend} would mix two backends' times in one run")
+    args.backend, args.seed = logged, run_start.get("seed", 0)
+    args.iterations = run_start.get("iterations") if args.iterations is None else args.iterations
+    args.proposer = run_start.get("proposer_choice", "auto")
+    args.patience = run_start.get("patience") if args.patience is None else args.patience
+    args.parallel = run_start.get("parallel", 1) if args.parallel is None else args.parallel
+    args.batch = run_start.get("batch", 1) if args.batch is None else args.batch
+    args.max_minutes = run_start.get("max_minutes") if args.max_minutes is None else args.max_minutes
+
+
 def spec_path(run_start: dict, run_dir: Path) -> Path:
     """The spec the run used. New logs store it absolute; an older relative path is tried
     against the run folder's ancestors (runs/ usually sits in the directory it ran from)."""

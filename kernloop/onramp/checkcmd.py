@@ -23,7 +23,7 @@ def parse_args(argv):
                                             "against the spec's baseline.")
     p.add_argument("--spec", required=True, help="spec YAML")
     p.add_argument("kernel", help="the kernel file (the spec's entry function, a CONFIG literal)")
-    p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius"],
+    p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius", "ray"],
                    help="auto = local if a CUDA GPU is visible, else synthetic")
     p.add_argument("--json", metavar="FILE", help="also write the verdict as one JSON object to FILE "
                                                   "(- prints it as the last line of stdout)")
@@ -108,13 +108,20 @@ def run_check(spec_path: str, kernel: str, backend_name: str = "auto", champion:
     """The verdict on one kernel file against the spec's baseline (or `champion`, a kernel file
     held to the same contract): its JSON line and its table. `backend`: one the caller keeps
     warm between checks (the MCP server); else one is made from `backend_name` for this check."""
-    from kernloop.loop.iteration import evaluate_judged
     spec = load_spec(spec_path)
     k = _kernel_file(kernel)
     champ = _kernel_file(champion, "champion") if champion else None
-    why = None
-    if backend is None:
-        backend, why = make_check_backend(backend_name)
+    if backend is not None:   # the caller's: it stays open for the next check
+        return _check_on(spec, k, champ, backend, None)
+    backend, why = make_check_backend(backend_name)
+    try:
+        return _check_on(spec, k, champ, backend, why)
+    finally:   # a warm judge, a Ray connection (or the local cluster it started) end with the check
+        backend.close()
+
+
+def _check_on(spec, k: Path, champ: Path | None, backend, why: str | None) -> tuple[dict, list[str]]:
+    from kernloop.loop.iteration import evaluate_judged
     judged = {"candidate": None, "champion": None}
     if champ is not None:   # a champion sent by a caller is a kernel like any other
         text = champ.read_bytes()

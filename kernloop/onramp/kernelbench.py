@@ -349,7 +349,7 @@ def _wrapper(source, path, names, pnames, symbols, in_shapes, init, init_syms) -
             f"    if key not in _KL_MODELS:   # built once per shape: a timed torch side times forward only\n"
             f"        with _t.device(ref.device):\n"
             f"            model = Model(*_kl_init({', '.join(f'{s}=sizes[{s!r}]' for s in init_syms)}))\n"
-            f"        _KL_MODELS[key] = model.to(dtype=ref.dtype)\n"
+            f"        _KL_MODELS[key] = model.to(dtype=ref.dtype).eval()   # inference: no dropout\n"
             f"    model = _KL_MODELS[key]\n"
             f"    params = {{{', '.join(f'{pn!r}: {n}' for n, pn in pnames)}}}\n"
             f"    return _t.func.functional_call(model, params, tuple(xs[:{len(names)}]))\n")

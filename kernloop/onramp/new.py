@@ -1,16 +1,11 @@
 """`orchestrator.py new`: write a spec (and its reference file) from a function or a KernelBench problem."""
 from __future__ import annotations
 
-import ast
 import builtins
-import importlib
-import importlib.util
-import inspect
 import json
 import math
 import os
 import re
-import sys
 from pathlib import Path
 
 import yaml
@@ -18,6 +13,7 @@ import yaml
 from kernloop import contract
 from kernloop.errors import ArgParser
 from kernloop.onramp import nextstep
+from kernloop.onramp.target import required_params, resolve_function, split_call
 from kernloop.onramp.draft import ELEM_BYTES, Draft, OnrampError, tensor_bytes
 from kernloop.spec import SpecError, load_spec
 
@@ -48,67 +44,18 @@ def parse_shape(s: str, what: str = "--shape") -> list[int]:
     return [int(v) for v in s.split("x")]
 
 
-def resolve_function(target: str):
-    """MODULE:FUNCTION (an importable module, or a path to a .py file) -> (function, module name, file)."""
-    mod_name, sep, fn_name = target.rpartition(":")
-    if not sep or not mod_name or not fn_name.isidentifier():
-        raise OnrampError(f"--from {target!r}: expected MODULE:FUNCTION (e.g. torch.nn.functional:gelu)")
-    try:
-        if mod_name.endswith(".py"):
-            path = Path(mod_name)
-            if not path.is_file():
-                raise OnrampError(f"--from {target!r}: file {path} not found")
-            spec = importlib.util.spec_from_file_location(f"kernloop_user_{path.stem}", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-        else:
-            # The USER's module, named as from their own folder (as `python -c "import mod"`
-            # would find it): the one sys.path change in product code, never for KernLoop's
-            # own modules (tests/test_structure.py allows exactly this line).
-            sys.path.insert(0, os.getcwd())   # user module: `new --from mod:fn`
-            mod = importlib.import_module(mod_name)
-    except OnrampError:
-        raise
-    except Exception as e:   # noqa: BLE001 - the user's module failed to import: say why
-        raise OnrampError(f"--from {target!r}: cannot import {mod_name}: {type(e).__name__}: {e}") from None
-    fn = getattr(mod, fn_name, None)
-    if not callable(fn):
-        raise OnrampError(f"--from {target!r}: {mod_name} has no function {fn_name!r}")
-    return fn, mod_name, getattr(mod, "__file__", None)
-
-
-def required_params(fn) -> list[str]:
-    """Positional parameters without a default: the tensor inputs. Builtins (torch's F.gelu)
-    have no signature object; their docstring's first line `gelu(input, approximate='none')` does."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-        return [p.name for p in params if p.default is p.empty
-                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        pass
-    m = re.match(r"\s*\w+\((.*?)\)\s*(->|$)", (fn.__doc__ or "").strip().splitlines()[0]
-                 if (fn.__doc__ or "").strip() else "")
-    if m:
-        try:
-            a = ast.parse(f"def f({m.group(1)}): pass").body[0].args
-            pos = a.posonlyargs + a.args
-            return [x.arg for x in pos[:len(pos) - len(a.defaults)]]
-        except SyntaxError:
-            pass
-    raise OnrampError(f"cannot read the signature of {getattr(fn, '__name__', fn)}: wrap it in a "
-                      "Python function of your own (def f(x, y): ...)")
-
-
 # ---------------------------------------------------------------- from a function
 
 def draft_from_function(name: str, target: str, shape: list[int], dtype: str,
                         extras: list[str], spec_dir: Path) -> Draft:
+    target, kwargs = split_call(target)
     fn, mod_name, mod_file = resolve_function(target)
     fn_name = target.rpartition(":")[2]
+    given = {k.split("=", 1)[0] for k in kwargs.split(", ")} if kwargs else set()
     # Inputs are passed by position, so a parameter that shadows a Python builtin (torch's
     # `input`, which kernel files may not use) is renamed: input -> x, others get a trailing _.
     params = [("x" if p == "input" else p + "_") if p in vars(builtins) else p
-              for p in required_params(fn)]
+              for p in required_params(fn) if p not in given]
     if not params:
         raise OnrampError(f"{target} takes no positional parameters: nothing to give it")
     syms = {}
@@ -137,8 +84,11 @@ def draft_from_function(name: str, target: str, shape: list[int], dtype: str,
                 dims.append(s)
         shapes[pname] = dims
     inputs = [{"name": p, "shape": shapes[p]} for p in params]
-    args = ", ".join(params)
+    args = ", ".join(params + ([kwargs] if kwargs else []))
     src = None
+    if kwargs and not (mod_name == "torch" or mod_name.startswith("torch.")):
+        raise OnrampError(f"--from {target}({kwargs}): keyword arguments are for torch's functions; "
+                          f"give {fn_name}'s own parameters defaults in its file instead")
     if mod_name == "torch" or mod_name.startswith("torch."):
         ref = f"{mod_name}.{fn_name}({args})"
         callee = f"{mod_name}.{fn_name}"
@@ -240,6 +190,11 @@ def output_shape(d: Draft) -> list:
     if not runs[0].is_floating_point():
         raise OnrampError(f"the reference returns {str(runs[0].dtype).replace('torch.', '')} (indices?): "
                           "a spec's output is floating only (float16, bfloat16, float32)")
+    again = _run_reference(d, _probe(d, 0))   # the same inputs once more: no kernel can match a coin
+    if again.shape != runs[0].shape or not again.nan_to_num().equal(runs[0].nan_to_num()):
+        raise OnrampError(f"the reference {d.reference} gives different outputs on the same inputs "
+                          "(dropout or other randomness in training mode?): no kernel can match it; "
+                          "make it deterministic (eval mode, training=False)")
     outs = [tuple(r.shape) for r in runs]
     if len(outs[0]) != len(outs[1]):
         raise OnrampError("the reference's output rank depends on the sizes")
