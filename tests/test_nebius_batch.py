@@ -131,23 +131,23 @@ def run(tmp_path, iterations, parallel, batch_size, max_jobs):
     return events, creates, fake_nebius.max_concurrent(state)
 
 
-def test_16_candidates_parallel_8_batch_4_is_4_batch_jobs_within_max_jobs(tmp_path):
-    # K=8, B=4 would keep 2 jobs running; KERNLOOP_NEBIUS_MAX_JOBS=1 must hold it to one.
-    # (16 candidates, 4 batches: the same rule as 24 in 6, at two thirds of the CI time)
-    events, creates, top = run(tmp_path, 16, 8, 4, max_jobs=1)
+def test_8_candidates_parallel_4_batch_2_is_4_batch_jobs_within_max_jobs(tmp_path):
+    # K=4, B=2 would keep 2 jobs running; KERNLOOP_NEBIUS_MAX_JOBS=1 must hold it to one.
+    # (8 candidates in 4 batches: the rule of 24 in 6, at a third of the CI time)
+    events, creates, top = run(tmp_path, 8, 4, 2, max_jobs=1)
     its = [e for e in events if e["event"] == "iteration"]
-    assert sorted(e["iteration"] for e in its) == list(range(1, 17))
+    assert sorted(e["iteration"] for e in its) == list(range(1, 9))
     confirmations = sum(len(e["evaluations"]) - 1 for e in its)
     assert len(creates) == 1 + 4 + confirmations        # baseline + 4 batches (+ confirmations)
     assert top == 1
     batches = {e["result"]["backend_meta"]["job_id"] for e in its}
     assert len(batches) == 4
     for e in its:
-        assert e["evaluations"][0]["batch_size"] == 4 and e["result"]["backend_meta"]["batch"]
+        assert e["evaluations"][0]["batch_size"] == 2 and e["result"]["backend_meta"]["batch"]
 
 
 def test_jobs_do_run_at_once_up_to_max_jobs(tmp_path):
-    events, creates, top = run(tmp_path, 8, 8, 4, max_jobs=2)
+    events, creates, top = run(tmp_path, 4, 4, 2, max_jobs=2)
     assert len(creates) == 1 + 2 and top == 2
 
 

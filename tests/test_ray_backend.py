@@ -99,10 +99,10 @@ def test_without_ray_address_a_local_cluster_is_started_and_said_first(tmp_path)
     assert it["node"] == it["result"]["backend_meta"]["node"] and it["result"]["backend"] == "ray"
 
 
-# ---------------------------------------------------------------- 16 candidates over two nodes
+# ---------------------------------------------------------------- 8 candidates over two nodes
 
-def test_16_candidates_4_in_flight_spread_over_both_nodes(cluster, tmp_path):
-    p = cli(["--spec", "specs/matmul.yaml", "--backend", "ray", "--iterations", "16", "--patience", "0",
+def test_8_candidates_4_in_flight_spread_over_both_nodes(cluster, tmp_path):
+    p = cli(["--spec", "specs/matmul.yaml", "--backend", "ray", "--iterations", "8", "--patience", "0",
              "--parallel", "4", "--out", str(tmp_path)], cluster.env(**SYNTH))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     first = p.stdout.splitlines()[0]
@@ -110,7 +110,7 @@ def test_16_candidates_4_in_flight_spread_over_both_nodes(cluster, tmp_path):
     run = only_run(tmp_path)
     evs = read_events(run / "run.jsonl")
     its = [e for e in evs if e["event"] == "iteration"]
-    assert sorted(e["iteration"] for e in its) == list(range(1, 17))      # each once
+    assert sorted(e["iteration"] for e in its) == list(range(1, 9))       # each once
     assert evs[0]["backend"] == "ray" and evs[0]["synthetic"] is True and evs[0]["parallel"] == 4
     assert evs[0]["versions"]["ray"] == ray.__version__
     nodes = {e["node"].rsplit("/", 1)[1] for e in its}
@@ -124,8 +124,8 @@ def test_16_candidates_4_in_flight_spread_over_both_nodes(cluster, tmp_path):
         assert "runtime_resources" in meta["checker_dir"] and str(ROOT) not in meta["checker_dir"]
         assert e["result"]["mode"] == "interpret" and e["result"]["synthetic"] is True
         assert (run / "jobs" / meta["ray_job"] / "ray_job.log").read_text().count("attempt 1: done") == 1
-    status = [ln for ln in p.stdout.splitlines() if "/16 it00" in ln]
-    assert len(status) == 16 and all(f"on {e['node']}: " in p.stdout for e in its)
+    status = [ln for ln in p.stdout.splitlines() if "/8 it00" in ln]
+    assert len(status) == 8 and all(f"on {e['node']}: " in p.stdout for e in its)
     page = (run / "trajectory.html").read_text()
     assert all(f"on {e['node']}" in page for e in its)
 
