@@ -201,7 +201,7 @@ def test_a_new_spec_from_a_torch_one_liner_runs_to_a_champion_with_no_llm(tmp_pa
     assert its[0]["note"].startswith("template ") and its[0]["candidate_config"]
     assert any(e["decision"]["promoted"] for e in its), [e["decision"]["reason"] for e in its]
     champion = (run / "champion.py").read_text()   # a template, as filled in or retuned
-    assert "template" in champion.split('"""')[1] and "\ndef f(" in champion
+    assert "template" in champion.split('"""')[1] and f"\ndef {family}(" in champion   # the spec's name
 
 
 def test_a_torch_spec_outside_the_families_ends_in_one_error_line_and_no_run_command(tmp_path):

@@ -86,10 +86,11 @@ def test_new_from_own_function_with_two_inputs_and_a_baseline(tmp_path):
     xs, ref = cpu_reference(s, {"M": 3, "N": 7})
     assert torch.allclose(ref, torch.tanh(xs[0]) * xs[1])
     # --baseline: a file without CONFIG is refused with what to add; a good one is wired in.
-    (tmp_path / "bad.py").write_text("import triton\n\n\ndef scale_rows(x, w):\n    return x\n")
+    assert s.entry == "scale"   # the spec's name, as from a KernelBench file: kernels define scale(x, w)
+    (tmp_path / "bad.py").write_text("import triton\n\n\ndef scale(x, w):\n    return x\n")
     p = cli("new", *args, "--baseline", tmp_path / "bad.py", "--force", "--dir", tmp_path / "specs")
     assert p.returncode == 2 and "CONFIG = dict(" in p.stderr and len(p.stderr.splitlines()) == 1
-    good = (KERNELS / "gelu_triton.py").read_text().replace("def gelu(x):", "def scale_rows(x, w):")
+    good = (KERNELS / "gelu_triton.py").read_text().replace("def gelu(x):", "def scale(x, w):")
     (tmp_path / "base.py").write_text(good)
     s = new(tmp_path / "specs", *args, "--baseline", tmp_path / "base.py", "--force")
     assert s.baseline.resolve() == (tmp_path / "base.py").resolve()

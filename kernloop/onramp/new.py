@@ -97,7 +97,8 @@ def draft_from_function(name: str, target: str, shape: list[int], dtype: str,
             raise OnrampError(f"--from {target!r}: {mod_name} has no source file to use as the reference")
         rel = os.path.relpath(Path(mod_file).resolve(), spec_dir.resolve())
         ref, src, callee = f"{rel}:{fn_name}", Path(mod_file).read_text(encoding="utf-8"), fn_name
-    d = Draft(name=name, entry=fn_name, dtype=dtype, symbols=syms, inputs=inputs, reference=ref,
+    # The entry is the spec's NAME, as for a KernelBench problem: a kernel for specs/NAME.yaml defines NAME
+    d = Draft(name=name, entry=name, dtype=dtype, symbols=syms, inputs=inputs, reference=ref,
               reference_source=src, reference_fn=fn_name if src else None,
               description=f"{target} on {dtype} inputs (written by `new`)")
     # torch.compile of the reference is always a peer (checker/peers.py), compiled once and warmed

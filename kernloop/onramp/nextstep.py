@@ -34,6 +34,8 @@ def lines(path: Path, reference_file: Path | None) -> list[str]:
         else:
             out.append(f"the built-in tuner starts from its {begin.match.family} template "
                        f"({begin.match.label})")
+    names = ", ".join(spec.input_names)
+    out.append(f"a kernel file for it defines {spec.entry}({names}) and a CONFIG literal (docs/contract.md)")
     out += ["next, check a kernel against it" + ("" if why else ", or run the loop on it") + ":",
             f"  python orchestrator.py check --spec {path} KERNEL.py"]
     if why:   # the last lines say why there is no run command, and what brings one
