@@ -27,7 +27,7 @@ import research
 from kernloop.loop import resume, secondlook
 from kernloop import settings
 from kernloop import needs
-from kernloop.errors import ArgParser, KernLoopError
+from kernloop.errors import ArgParser, KernLoopError, report, wrap_warnings
 from kernloop.standing.diagnosis import compulsory_bytes, of_result
 from kernloop.loop.factories import make_backend, make_proposer
 from kernloop.loop.finaljob import final_job, final_summary
@@ -101,7 +101,7 @@ def render_page(run_dir: Path) -> Path | None:
         from kernloop import page
         return page.render_run(run_dir)
     except Exception as e:  # noqa: BLE001 - report and go on
-        print(f"warning: page not rendered: {type(e).__name__}: {e}", file=sys.stderr)
+        report("warning", f"page not rendered: {type(e).__name__}: {e}")
         return None
 
 
@@ -405,7 +405,7 @@ def finish(run: Run, rule: tuple[str, str]) -> int:
         try:                         # written only from the bytes that were judged
             write_judged_copy(run_dir / st.champion_file, run_dir / "champion.py", st.champion_sha256)
         except (RunFolderError, OSError) as e:
-            print(f"warning: {e}", file=sys.stderr)
+            report("warning", str(e))
     champ_mean = st.champion_profile.get("mean_ms")
     secondlook.join(backend, run.log, st)
     fres = final_job(st, run.spec, backend, run_dir, run.log, stopped)
@@ -421,7 +421,7 @@ def finish(run: Run, rule: tuple[str, str]) -> int:
         from kernloop import page
         page.render_index(run_dir.parent)   # runs/index.html lists every run
     except Exception as e:  # noqa: BLE001 - the index is a convenience, never fatal
-        print(f"warning: runs index not rendered: {e}", file=sys.stderr)
+        report("warning", f"runs index not rendered: {e}")
     out = terminal.printer(run.args.tag)   # the summary is printed even with --quiet
     out(f"done: {why}.")
     out(f"{st.champion_id}: {line}" + (" (synthetic run: modeled, not measured)" if backend.synthetic else ""))
@@ -429,7 +429,7 @@ def finish(run: Run, rule: tuple[str, str]) -> int:
         else f"champion kernel: {terminal.short_path(run_dir / 'champion.py')}")
     out(f"page: {terminal.short_path(page_path or run_dir / 'trajectory.html')}")
     if run.fatal:
-        print(f"error: {run.args.tag}{run.fatal}", file=sys.stderr)   # one line, as every error: (scripts grep it)
+        report("error", f"{run.args.tag}{run.fatal}")   # one error, as every error: (scripts grep it)
         return 1
     return 0
 
@@ -485,10 +485,11 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     name = argv[0] if argv and argv[0] in ("run", "new", "check", "page", "mcp", "doctor") else "run"
     rest = argv[1:] if argv[:1] == [name] else argv   # `--spec S` alone is `run --spec S`
+    wrap_warnings()   # a library's warning is a `warning:` line within 120 columns too
     try:
         return command(name)(rest)
     except KernLoopError as e:   # every user error: one line, exit 2
-        print(f"error: {e}", file=sys.stderr)
+        report("error", str(e))
         return 2
 
 

@@ -29,7 +29,7 @@ import jinja2
 from markupsafe import escape
 
 from kernloop import settings
-from kernloop.errors import ArgParser, KernLoopError
+from kernloop.errors import ArgParser, KernLoopError, report
 from kernloop.view.cardview import VERDICT_HELP, VERDICTS, RunFiles
 from kernloop.view.htmlfmt import as_text, fmt_bool, fmt_duration, fmt_frac_pct, fmt_ms, fmt_num, fmt_pct, fmt_speedup, fmt_ts
 from kernloop.view.pageview import LEVELS, LOG_NAME, REFRESH_S, SIZE_BUDGET, build_view
@@ -253,12 +253,12 @@ def main(argv=None) -> int:
             ap.error("--screenshot takes RUN_DIR OUT.png")
         run_dir, png = Path(a.paths[0]), Path(a.paths[1])
         if not (run_dir / LOG_NAME).is_file():
-            print(f"error: {run_dir} is not a run folder (it holds no {LOG_NAME})", file=sys.stderr)
+            report("error", f"{run_dir} is not a run folder (it holds no {LOG_NAME})")
             return 2
         try:
             print(screenshot(render_run(run_dir), png, a.width, a.height))
         except PageError as e:
-            print(f"error: {e}", file=sys.stderr)
+            report("error", str(e))
             return 1
         return 0
     if not a.paths:                       # plain `python orchestrator.py page`: every run under ./runs and its index
@@ -274,7 +274,7 @@ def main(argv=None) -> int:
                 render_run(d)
             print(render_index(p))
         else:
-            print(f"error: {p} holds no {LOG_NAME} (pass --index for a folder of runs)", file=sys.stderr)
+            report("error", f"{p} holds no {LOG_NAME} (pass --index for a folder of runs)")
             return 2
     return 0
 

@@ -17,3 +17,15 @@ def copy_me(line: str) -> bool:
 def too_wide(lines, width: int = WIDTH) -> list[str]:
     """The lines over `width` columns that are not a path or command to copy."""
     return [ln for ln in lines if len(ln) > width and not copy_me(ln)]
+
+
+def unwrap(text: str) -> list[str]:
+    """The lines of a stream with each `error:`/`warning:` message's continuation lines (indented
+    two spaces, as kernloop.errors.lines writes them within the width) joined back onto it."""
+    out: list[str] = []
+    for ln in text.splitlines():
+        if ln.startswith("  ") and out and out[-1].startswith(("error:", "warning:")):
+            out[-1] += " " + ln.strip()
+        else:
+            out.append(ln)
+    return out

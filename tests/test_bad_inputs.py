@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from columns import too_wide, unwrap  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MATMUL = ROOT / "specs" / "matmul.yaml"
@@ -140,7 +141,8 @@ def test_bad_input_gives_one_error_line_and_its_exit_code(case, tmp_path):
     args = [a.format(**where) for a in case.args]
     p = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), *args], cwd=ROOT,
                        capture_output=True, text=True, timeout=300, env=_clean_env(case.env))
-    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    errors = [ln for ln in unwrap(p.stderr) if ln.startswith("error:")]
+    assert not too_wide(p.stderr.splitlines()), p.stderr   # within 120 columns, a lone path aside
     assert p.returncode == case.code, p.stdout + p.stderr
     assert len(errors) == 1 and case.message in errors[0], p.stderr
     assert "Traceback" not in p.stderr

@@ -14,6 +14,7 @@ from kernloop.loop.resume import ResumeError
 from kernloop.loop.runfolder import RunFolderError
 from kernloop.onramp.checkcmd import CheckError
 from kernloop.onramp.draft import OnrampError
+from columns import too_wide, unwrap  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,8 +42,9 @@ def test_user_errors_of_every_subcommand_are_one_error_line_and_exit_2(tmp_path)
                  ["check", "--spec", "nope.yaml", "k.py"], ["page", tmp_path], ["--no-such-flag"]):
         p = _cli(*args)
         assert p.returncode == 2, (args, p.stderr)
-        lines = p.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: "), (args, p.stderr)
+        lines = unwrap(p.stderr.strip())   # one error, within 120 columns
+        assert len(lines) == 1 and lines[0].startswith("error: ") and not too_wide(p.stderr.splitlines()), \
+            (args, p.stderr)
 
 
 def test_page_subcommand_renders_a_run(tmp_path):
@@ -52,3 +54,17 @@ def test_page_subcommand_renders_a_run(tmp_path):
     p = _cli("page", run)
     assert p.returncode == 0, p.stderr
     assert (run / "trajectory.html").read_text().count("<html") == 1
+
+
+def test_a_library_warning_is_a_warning_line_within_the_width():
+    """A warning a library raises (here one of 300 characters) reaches the terminal as `warning:`
+    lines of at most 120 columns, its category and origin named (issue 47)."""
+    code = ("import sys, warnings; sys.argv = ['kernloop', 'doctor', '--help']\n"
+            "import orchestrator\n"
+            "orchestrator.wrap_warnings()\n"
+            "warnings.warn('x' * 10 + ' word' * 58, UserWarning)\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0].startswith("warning: UserWarning: xxxxxxxxxx word") and len(lines) >= 3
+    assert all(len(ln) <= 120 for ln in lines) and unwrap(p.stderr) == [" ".join(ln.strip() for ln in lines)]

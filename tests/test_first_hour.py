@@ -161,7 +161,7 @@ def test_several_inputs_init_inputs_and_a_derived_constant(kb):
 def test_a_failure_while_writing_removes_what_new_wrote(tmp_path):
     (tmp_path / "kb_reference.py").mkdir()    # the reference file cannot be written
     p = cli("new", "kb", "--from-kernelbench", KB / "kb19_relu.py", "--dir", tmp_path, "--force")
-    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and p.stderr.startswith("error: ")
+    assert p.returncode == 2 and len(unwrap(p.stderr)) == 1 and p.stderr.startswith("error: ")
     assert sorted(x.name for x in tmp_path.iterdir()) == ["kb_reference.py"]   # no kb.yaml left
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from kernloop import needs
 from kernloop.needs import Found
+from columns import unwrap  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCKER = '''import os, sys
@@ -79,7 +80,7 @@ def _run(tmp_path, block: str, *args, **env):
 def test_a_missing_required_package_is_one_error_line_and_exit_2(tmp_path, block, env, want):
     p = _run(tmp_path, block, **env)
     assert p.returncode == 2, p.stderr[-2000:]
-    lines = p.stderr.strip().splitlines()
+    lines = unwrap(p.stderr.strip())
     assert len(lines) == 1 and lines[0].startswith(want), p.stderr[-2000:]
     assert "Traceback" not in p.stderr + p.stdout
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())   # no run folder

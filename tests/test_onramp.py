@@ -22,6 +22,7 @@ from loopback_openai import LoopbackOpenAI, reply   # noqa: E402
 
 from checker.validate import make_inputs, reference_callable   # noqa: E402
 from kernloop.spec import load_spec   # noqa: E402
+from columns import unwrap  # noqa: E402
 
 KB = ROOT / "tests" / "kernelbench"
 KERNELS = ROOT / "tests" / "kernels"
@@ -89,7 +90,7 @@ def test_new_from_own_function_with_two_inputs_and_a_baseline(tmp_path):
     assert s.entry == "scale"   # the spec's name, as from a KernelBench file: kernels define scale(x, w)
     (tmp_path / "bad.py").write_text("import triton\n\n\ndef scale(x, w):\n    return x\n")
     p = cli("new", *args, "--baseline", tmp_path / "bad.py", "--force", "--dir", tmp_path / "specs")
-    assert p.returncode == 2 and "CONFIG = dict(" in p.stderr and len(p.stderr.splitlines()) == 1
+    assert p.returncode == 2 and "CONFIG = dict(" in unwrap(p.stderr)[0] and len(unwrap(p.stderr)) == 1
     good = (KERNELS / "gelu_triton.py").read_text().replace("def gelu(x):", "def scale(x, w):")
     (tmp_path / "base.py").write_text(good)
     s = new(tmp_path / "specs", *args, "--baseline", tmp_path / "base.py", "--force")
@@ -200,7 +201,7 @@ BAD = [
 @pytest.mark.parametrize("args", BAD, ids=[" ".join(a[:1] + a[2:4]) for a in BAD])
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path, args):
     p = cli(*args, *(["--dir", tmp_path] if args[0] == "new" else []))
-    lines = p.stderr.strip().splitlines()
+    lines = unwrap(p.stderr.strip())
     assert p.returncode == 2, p.stderr
     assert len([ln for ln in lines if ln.startswith("error:")]) == 1 and "Traceback" not in p.stderr
     assert not list(tmp_path.glob("*.yaml"))
@@ -354,7 +355,7 @@ def test_a_reference_that_draws_at_random_is_refused_at_new(tmp_path):
                                        "    return torch.nn.functional.dropout(x, 0.5, training=True)\n")
     p = cli("new", "noisy", "--from", f"{tmp_path / 'noisy.py'}:f", "--shape", "64x128", "--dir", tmp_path)
     assert p.returncode == 2 and not (tmp_path / "noisy.yaml").exists()
-    line, = p.stderr.strip().splitlines()
+    line, = unwrap(p.stderr.strip())
     assert line.startswith("error: ") and "different outputs on the same inputs" in line
 
 
@@ -370,3 +371,14 @@ def test_new_from_a_torch_function_with_keyword_arguments(tmp_path):
     assert t.reference == "torch.softmax(x, dim=0)" and [i["name"] for i in t.inputs] == ["x"]
     bad = cli("new", "sm1", "--from", "torch:softmax(x, dim=0)", "--shape", "8x8", "--dir", tmp_path)
     assert bad.returncode == 2 and "only keyword arguments" in bad.stderr
+
+
+def test_a_kernelbench_gemm_with_an_epilogue_gets_the_matmul_model(tmp_path):
+    """Level 2 #76 (Gemm_Add_ReLU), sizes named batch_size, in_features, out_features: the synthetic
+    backend models it as a matmul (M, N, K from its output and flops), not as a row-wise op."""
+    from kernloop.backends import perfmodel
+    s = new(tmp_path, "kb76", "--from-kernelbench", KB / "kb76_gemm_add_relu.py", "--dtype", "fp16")
+    assert s.model == "matmul" and not {"M", "N", "K"} & set(s.shapes[0])
+    t = s.shapes[0]
+    dims = perfmodel.matmul_dims(t, s.output["shape"], s.cost_of(t)[0])
+    assert dims == {"M": t["batch_size"], "N": 8192, "K": t["in_features"]}   # out_features: a constant

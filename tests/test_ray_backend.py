@@ -19,6 +19,7 @@ from ray_cluster import LocalCluster, age_s, judges_under  # before ray: it keep
 ray = pytest.importorskip("ray")
 
 from kernloop.trajectory import read_events  # noqa: E402
+from columns import unwrap  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -78,7 +79,7 @@ def test_unreachable_address_is_one_error_line_and_exit_2(tmp_path):
     p = cli(["--spec", "specs/matmul.yaml", "--backend", "ray", "--out", str(tmp_path / "runs")],
             env, timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
-    lines = p.stderr.strip().splitlines()
+    lines = unwrap(p.stderr.strip())
     assert len(lines) == 1 and lines[0].startswith("error: --backend ray: the Ray cluster at "
                                                    "RAY_ADDRESS=127.0.0.1:"), p.stderr
     assert "unreachable" in lines[0] and "Connection refused" in lines[0]

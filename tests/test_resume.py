@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from columns import unwrap  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
 
@@ -82,7 +83,7 @@ def test_sigterm_writes_run_end_interrupted_and_the_page_stops_refreshing(tmp_pa
     other = subprocess.run([*PY, "--resume", str(run), "--backend", "local", "--iterations", "0"], cwd=ROOT,
                            env=ENV, capture_output=True, text=True, timeout=600)
     assert other.returncode == 2 and events(run)[-1] == end
-    line, = other.stderr.strip().splitlines()
+    line, = unwrap(other.stderr.strip())
     assert line.startswith("error: --resume") and "synthetic backend" in line and "--backend local" in line
     # the same run resumed says where its backend came from (not "chosen on the command line")
     again = subprocess.run([*PY, "--resume", str(run), "--iterations", "0"], cwd=ROOT, env=ENV,

@@ -51,6 +51,17 @@ def _get(cfg, *names, default=None):
     return default
 
 
+def matmul_dims(shape: dict, out_dims: list, flops: float) -> dict:
+    """M, N, K of a matmul-class op whatever its symbols are called (a KernelBench GEMM's batch_size,
+    in_features, out_features): M the output's rows (every dim but the last), N its last dim,
+    K = flops / (2 M N). Pure."""
+    if {"M", "N", "K"} <= set(shape):
+        return shape
+    sizes = [shape[d] if isinstance(d, str) else int(d) for d in out_dims] or [1]
+    m, n = math.prod(sizes[:-1]), sizes[-1]
+    return {"M": m, "N": n, "K": max(1, round(flops / (2 * m * n)))}
+
+
 def matmul_time(shape: dict, cfg: dict, elem_bytes: int = 2) -> float:
     M, N, K = shape["M"], shape["N"], shape["K"]
     BM, BN, BK = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]

@@ -99,8 +99,10 @@ class SyntheticBackend(Backend):
             cfgs[side] = cfg
         warm, reps = spec.timing["warmup"], spec.timing["reps"]
         flops, _ = spec.cost_of(shape)
+        # the matmul model's M, N, K, from the spec's output and flops whatever its symbols' names
+        modeled = perfmodel.matmul_dims(shape, spec.output["shape"], flops) if spec.model == "matmul" else shape
         try:
-            means = {side: perfmodel.predict_ms(spec.model, shape, cfgs[side], nbytes)
+            means = {side: perfmodel.predict_ms(spec.model, modeled, cfgs[side], nbytes)
                      if side in cfgs else perfmodel.torch_ms(spec.model, flops, nbytes)
                      for side in ("candidate", "champion")}
             if len(cfgs) < 2:

@@ -231,8 +231,11 @@ def flops_formula(d: Draft) -> tuple[str, str, int]:
     return "*".join([cs] + terms), "matmul-class flops, counted by torch's FlopCounterMode", sum(exps.values())
 
 
-def guess_model(d: Draft, degree: int) -> str:
-    if degree >= 3 and {"M", "N", "K"} <= set(d.symbols):   # cubic flops: the matmul model (M, N, K)
+def guess_model(d: Draft, degree: int, out_shape: list) -> str:
+    # matmul-class flops (torch's FlopCounterMode counts only those) into a matrix: the matmul model,
+    # whatever the sizes are called (its M, N, K come from the output and the flops); a vector
+    # out (gemv) streams its matrix: row-wise
+    if degree >= 2 and sum(dim != 1 for dim in out_shape) >= 2:
         return "matmul"
     changed, n_out, n_in = _run_reference(d, _probe(d, 0), perturb=True)
     return "elementwise" if changed == 1 and n_out == n_in else "rowwise"
@@ -366,7 +369,7 @@ def write(d: Draft, spec_dir: Path, baseline: Path | None, force: bool, command:
             raise OnrampError(f"{f} exists (use --force to overwrite)")
     out_shape = output_shape(d)
     flops = flops_formula(d)
-    model = guess_model(d, flops[2])
+    model = guess_model(d, flops[2], out_shape)
     space, base = {}, "torch"
     if baseline is not None:
         space = search_space_for(check_baseline(baseline, d))
