@@ -4,7 +4,6 @@
   python orchestrator.py --spec specs/matmul.yaml          (= python orchestrator.py run --spec ...)
   python orchestrator.py --resume runs/<id>
   python orchestrator.py new NAME --from MODULE:FUNCTION --shape 4096x8192 --dtype bf16
-  python orchestrator.py new NAME --from-kernelbench PROBLEM.py
   python orchestrator.py check --spec specs/NAME.yaml KERNEL.py
   python orchestrator.py page runs/<id> [--index]      kernloop mcp  (MCP over stdio, for agents)
 """
@@ -51,6 +50,7 @@ COMMANDS = """commands:
   check    one kernel file through the contract and the full checker
   page     re-render a run's page and the runs index
   mcp      serve the judge and the loop to a coding agent over MCP (stdio)
+  model    capture a model's operators into cards ranked by what each could gain it (Amdahl)
   doctor   what is installed and usable here (GPU, Triton, ncu, peers, Ray, nebius, LLM), and what is missing
 `python orchestrator.py COMMAND --help` (or `kernloop COMMAND --help`) for a command's options."""
 
@@ -476,6 +476,8 @@ def command(name: str):
         from kernloop.onramp.mcpserver import main
     elif name == "doctor":
         from kernloop.onramp.doctor import main
+    elif name == "model":
+        from kernloop.onramp.modelcmd import main
     else:
         main = run
     return main
@@ -483,7 +485,7 @@ def command(name: str):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    name = argv[0] if argv and argv[0] in ("run", "new", "check", "page", "mcp", "doctor") else "run"
+    name = argv[0] if argv and argv[0] in ("run", "new", "check", "page", "mcp", "doctor", "model") else "run"
     rest = argv[1:] if argv[:1] == [name] else argv   # `--spec S` alone is `run --spec S`
     wrap_warnings()   # a library's warning is a `warning:` line within 120 columns too
     try:

@@ -1,4 +1,4 @@
-"""The one CLI: subcommands run (default), new, check, page; every user error is one `error:` line and exit 2."""
+"""The one CLI: subcommands run (default), new, check, page, model, mcp, doctor; every user error is one `error:` line and exit 2."""
 import shutil
 import subprocess
 import sys
@@ -27,8 +27,10 @@ def _cli(*args, cwd=ROOT):
 def test_help_lists_the_subcommands():
     p = _cli("--help")
     assert p.returncode == 0
-    for name in ("run", "new", "check", "page"):
+    for name in ("run", "new", "check", "page", "model", "mcp", "doctor"):
         assert f"\n  {name} " in p.stdout, name
+        h = _cli(name, "--help")   # each one's own help, through the same dispatch
+        assert h.returncode == 0 and "usage:" in h.stdout, (name, h.stderr)
 
 
 def test_every_user_error_class_derives_from_the_one_base():

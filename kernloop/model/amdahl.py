@@ -1,0 +1,25 @@
+"""What speeding up one operator can gain the whole model (Amdahl's law), and which cards are worth a run: pure functions."""
+from __future__ import annotations
+
+
+def gain(share: float, speedup: float) -> float:
+    """The whole model's speedup when an operator taking `share` of its time gets `speedup` times
+    faster (speedup = inf: the operator is free)."""
+    if not 0 <= share <= 1 or speedup <= 0:
+        raise ValueError(f"share {share} must be in [0, 1] and speedup {speedup} > 0")
+    rest = share / speedup if speedup != float("inf") else 0.0
+    return 1.0 / (1.0 - share + rest)
+
+
+def rank(cards: list[dict]) -> list[dict]:
+    """The cards, largest share first, each with `gain_if_2x` and `gain_if_free` (ties: by op, then
+    by input shapes, so the order never depends on the profiler's)."""
+    out = [{**c, "gain_if_2x": gain(c["share"], 2.0), "gain_if_free": gain(c["share"], float("inf"))}
+           for c in cards]
+    return sorted(out, key=lambda c: (-c["share"], c["op"], str(c["inputs"])))
+
+
+def pick(ranked: list[dict], top: int, min_share: float) -> list[str]:
+    """Ids of the cards worth a run: a template family can take them, their share is at least
+    `min_share`, at most `top` of them, largest share first."""
+    return [c["id"] for c in ranked if c.get("family") and c["share"] >= min_share][:top]

@@ -1,0 +1,83 @@
+"""`orchestrator.py model`: a user's model captured into operator cards (kernloop/model), ranked by Amdahl, written as the run folder's cards.json and shown as a table.
+
+    python orchestrator.py model --from examples/block.py:build [--dtype bf16] [--device cuda]
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from pathlib import Path
+
+from kernloop.errors import ArgParser
+from kernloop.loop import terminal
+from kernloop.model import amdahl, capture
+
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def parse_args(argv):
+    p = ArgParser(prog="orchestrator.py model", description="Capture a model's operators into cards ranked "
+                  "by what each could gain the whole model (forward only).")
+    p.add_argument("--from", dest="source", required=True, metavar="FILE.py:BUILD",
+                   help="a function returning (model, example_inputs), e.g. examples/block.py:build")
+    p.add_argument("--dtype", choices=sorted(DTYPES), help="cast the model and its float inputs (default: as built)")
+    p.add_argument("--device", help="cuda or cpu (default: cuda if torch sees a GPU, else cpu)")
+    p.add_argument("--forwards", type=int, default=3, help="forward passes profiled (default 3)")
+    p.add_argument("--top", type=int, default=4, help="most cards picked for a run (default 4)")
+    p.add_argument("--min-share", type=float, default=0.05, help="least share of the forward a picked card "
+                                                                  "has (default 0.05)")
+    p.add_argument("--out", default="runs", help="folder for the model's folder (default: runs)")
+    args = p.parse_args(argv)
+    if args.forwards < 1 or args.top < 0 or not 0 <= args.min_share <= 1:
+        p.error("--forwards must be >= 1, --top >= 0, --min-share in [0, 1]")
+    return args
+
+
+def placed(built: capture.Built, device: str, dtype: str | None) -> capture.Built:
+    """The model and its float inputs on `device`, in `dtype` where one is asked for."""
+    import torch
+    dt = getattr(torch, DTYPES[dtype]) if dtype else None
+    model = built.model.to(device=device, dtype=dt) if dt else built.model.to(device)
+    inputs = tuple(x.to(device=device, dtype=dt) if dt and x.is_floating_point() else x.to(device)
+                   for x in built.inputs)
+    return capture.Built(model, inputs)
+
+
+def table(doc: dict) -> list[str]:
+    out = [f"{'card':<5}{'operator':<24}{'inputs':<34}{'calls':>6}{'ms/fwd':>9}{'share':>7}{'2x':>7}{'free':>7}"
+           f"  {'family':<11}pick"]
+    for c in doc["cards"]:
+        shapes = ", ".join("x".join(map(str, s)) or "-" for s in c["inputs"])
+        shapes = shapes if len(shapes) <= 32 else shapes[:31] + "…"
+        out.append(f"{c['id']:<5}{c['op'][:23]:<24}{shapes:<34}{c['calls_per_forward']:>6g}{c['ms_per_forward']:>9.4f}"
+                   f"{c['share']:>7.1%}{c['gain_if_2x']:>6.3f}x{c['gain_if_free']:>6.3f}x  {c['family'] or '-':<11}"
+                   f"{'yes' if c['id'] in doc['picked'] else ''}")
+    return out
+
+
+def main(argv) -> int:
+    """`model`; a BuildError reaches the CLI (one error line, exit 2) before anything is written."""
+    import torch
+    args = parse_args(argv)
+    built = capture.load_build(args.source)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    ready = placed(built, device, args.dtype)
+    got = capture.capture(ready.model, ready.inputs, device=device, forwards=args.forwards)
+    ranked = amdahl.rank(got["cards"])
+    for i, c in enumerate(ranked, 1):
+        c["id"] = f"c{i:02d}"
+    doc = {"model": args.source, "dtype": args.dtype, **got, "cards": ranked,
+           "picked": amdahl.pick(ranked, args.top, args.min_share)}
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(args.source.rpartition(":")[0]).stem)
+    folder = Path(args.out) / f"model-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}"
+    folder.mkdir(parents=True)
+    (folder / "cards.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    say = terminal.printer()
+    say(f"model {args.source} on {device}: {len(ranked)} cards, {got['ms_per_forward']:.4f} ms a forward "
+        f"({got['clock']}, {args.forwards} forwards)")
+    for row in table(doc):
+        print(row)
+    say(f"picked for a run: {', '.join(doc['picked']) or 'none (no card with a template family and its share)'}")
+    print(f"cards: {folder / 'cards.json'}")
+    return 0

@@ -1,0 +1,96 @@
+"""`orchestrator.py model` (issue 44, the capture): a model's operators under torch.profiler (CPU) as
+cards that add up to its forward, ranked by Amdahl (pure functions), picked where a template family
+can take them; a build that cannot be used is one error line, exit 2, and nothing written."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from kernloop.model import amdahl  # noqa: E402
+from columns import unwrap  # noqa: E402
+
+
+def model_cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "model", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def cards_of(p, out: Path) -> dict:
+    assert p.returncode == 0, p.stderr[-2000:]
+    (folder,) = out.iterdir()
+    return json.loads((folder / "cards.json").read_text())
+
+
+def test_amdahl_gains_ranking_and_picks_are_pure_rules():
+    assert amdahl.gain(0.5, 2.0) == pytest.approx(4 / 3) and amdahl.gain(0.5, math.inf) == pytest.approx(2.0)
+    assert amdahl.gain(0.0, 2.0) == 1.0 and amdahl.gain(1.0, 4.0) == pytest.approx(4.0)
+    with pytest.raises(ValueError):
+        amdahl.gain(1.5, 2.0)
+    cards = [{"id": "a", "op": "aten::mul", "inputs": [], "share": 0.5, "family": None},
+             {"id": "b", "op": "aten::linear", "inputs": [[2]], "share": 0.3, "family": "matmul"},
+             {"id": "c", "op": "aten::gelu", "inputs": [], "share": 0.02, "family": "activation"},
+             {"id": "d", "op": "aten::addmm", "inputs": [[1]], "share": 0.3, "family": "matmul"}]
+    ranked = amdahl.rank(cards)
+    assert [c["id"] for c in ranked] == ["a", "d", "b", "c"]   # share, then op: never the profiler's order
+    assert ranked[0]["gain_if_free"] == pytest.approx(2.0)
+    assert amdahl.pick(ranked, top=4, min_share=0.05) == ["d", "b"]   # a family, and a share that can matter
+    assert amdahl.pick(ranked, top=1, min_share=0.0) == ["d"]
+
+
+def test_the_example_block_is_captured_into_cards_that_add_up_to_its_forward(tmp_path):
+    doc = cards_of(model_cli("--from", "examples/block.py:build_small", "--out", tmp_path), tmp_path)
+    cards = doc["cards"]
+    assert doc["device"] == "cpu" and doc["forwards"] == 3
+    assert sum(c["share"] for c in cards) == pytest.approx(1.0)
+    assert sum(c["ms_per_forward"] for c in cards) == pytest.approx(doc["ms_per_forward"])
+    linear = {tuple(map(tuple, c["inputs"][:2])): c for c in cards if c["op"] == "aten::linear"}
+    # qkv, proj, gate_up, down: each once a forward, with the block's exact shapes
+    assert set(linear) == {((2, 64, 128), (384, 128)), ((2, 64, 128), (128, 128)), ((2, 64, 128), (704, 128)),
+                           ((2, 64, 352), (128, 352))}
+    assert all(c["calls_per_forward"] == 1 and c["family"] == "matmul" for c in linear.values())
+    (sdpa,) = [c for c in cards if "scaled_dot_product" in c["op"]]
+    assert sdpa["inputs"][0] == [2, 4, 64, 32] and sdpa["family"] is None
+    means = [c for c in cards if c["op"] == "aten::mean"]
+    assert [c["calls_per_forward"] for c in means] == [2.0]        # the two RMSNorms
+    assert [c["id"] for c in cards] == [f"c{i:02d}" for i in range(1, len(cards) + 1)]
+    assert cards == amdahl.rank(cards) and doc["picked"] == amdahl.pick(cards, 4, 0.05)
+    assert all(c["dtypes"][0] == "float32" for c in linear.values())
+
+
+def test_a_model_the_project_never_saw_goes_through_capture(tmp_path):
+    (tmp_path / "mine.py").write_text(
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = torch.nn.Conv1d(8, 16, 3)\n\n    def forward(self, x):\n"
+        "        return torch.softmax(torch.tanh(self.conv(x)), -1)\n\n\n"
+        "def build():\n    return Net().eval(), [torch.randn(4, 8, 50)]\n")
+    doc = cards_of(model_cli("--from", tmp_path / "mine.py:build", "--out", tmp_path / "runs"), tmp_path / "runs")
+    ops = {c["op"]: c for c in doc["cards"]}
+    assert {"aten::conv1d", "aten::tanh", "aten::softmax"} <= set(ops)
+    assert ops["aten::softmax"]["family"] == "softmax" and ops["aten::softmax"]["inputs"][0] == [4, 16, 48]
+
+
+BAD_BUILDS = [
+    ("def build():\n    raise ValueError('no weights here')\n", "build failed: ValueError: no weights here"),
+    ("def build():\n    return 3\n", "returned int: build() returns (model, example_inputs)"),
+    ("def build():\n    return 'net', (torch.ones(2),)\n", "returned no model: str is not a torch.nn.Module"),
+    ("def build():\n    return torch.nn.ReLU().eval(), (3,)\n", "example_inputs must be tensors"),
+    ("def build():\n    return torch.nn.ReLU(), (torch.ones(2),)\n", "training mode"),
+    ("def build():\n    return torch.nn.ReLU().eval(), (torch.ones(2, requires_grad=True),)\n", "requires grad"),
+]
+
+
+@pytest.mark.parametrize("body,says", BAD_BUILDS, ids=[s.split(":")[0][:24] for _, s in BAD_BUILDS])
+def test_a_build_that_cannot_be_used_is_one_error_line_and_leaves_nothing(tmp_path, body, says):
+    (tmp_path / "m.py").write_text("import torch\n\n\n" + body)
+    p = model_cli("--from", tmp_path / "m.py:build", "--out", tmp_path / "runs")
+    assert p.returncode == 2
+    (line,) = [ln for ln in unwrap(p.stderr) if ln.startswith("error:")]
+    assert says in line and "Traceback" not in p.stderr
+    assert not (tmp_path / "runs").exists()
