@@ -50,6 +50,8 @@ def run_one(problem: Path, mem_gb: float, timeout: int) -> tuple[str, str]:
         except subprocess.TimeoutExpired:
             return "not determined", f"no answer within {timeout} s"
         lines = p.stderr.strip().splitlines()
+        if lines and lines[0].startswith("error: ") and all(ln.startswith("  ") for ln in lines[1:]):
+            lines = [" ".join(ln.strip() for ln in lines)]   # one error, wrapped within 120 columns
         if p.returncode == 0:
             return "a spec that loads", _summary(Path(d) / f"{name}.yaml")
         if p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "):
