@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import re
 import sys
 from pathlib import Path
@@ -243,12 +242,11 @@ def test_timeout_is_retried_then_a_clean_error(srv):
 def test_connection_refused_is_a_clean_error():
     with LoopbackOpenAI() as s:
         env = env_for(s)
-    t0 = time.monotonic()
     p = nc.from_env(env).propose(make_ctx())       # server gone: nothing listens on the port
     assert p.code is None and not p.fatal and p.meta["error_class"] == "APIConnectionError"
     assert p.meta["error_kind"] == "transport" and p.meta["connection_refused"] is True
     assert not p.meta["endpoint_answered"] and "connection refused" in p.error
-    assert p.meta["attempts"] == 1 and time.monotonic() - t0 < 5   # not retried before any answer
+    assert p.meta["attempts"] == 1   # not retried before any answer (counted, never timed)
 
 
 def test_401_is_fatal_not_retried_and_never_echoes_the_key(srv, caplog):
