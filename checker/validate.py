@@ -223,7 +223,8 @@ def check_ops(ops, allowed: set, when: str) -> None:
 
 def draw_cases(torch, spec: dict, shapes: list, draws: int, device, dtype_of, ref_dtype, out_dtype) -> list:
     """Fresh random inputs for every shape, `draws` each (one more where the spec names a
-    stress range), with their float reference and rounding floor, made here in the judge."""
+    stress range), with their float reference and rounding floor, made here in the judge, in an
+    order drawn anew every job: no kernel can tell which shape, or which draw, comes next."""
     cases = []
     # One more draw per shape where the spec names a stress range for an input (stress_scale).
     stressed = any(i.get("stress_scale") for i in spec["inputs"])
@@ -236,4 +237,5 @@ def draw_cases(torch, spec: dict, shapes: list, draws: int, device, dtype_of, re
                           "label": shape_label(shape),
                           "out_shape": resolve_dims(spec["output"]["shape"], shape),
                           "floor": rounding_floor(torch, ref, out_dtype)})
+    secrets.SystemRandom().shuffle(cases)
     return cases

@@ -21,7 +21,7 @@ from kernloop.backends.synthetic import SyntheticBackend
 from kernloop.backends.sandbox import run_child, stripped_env
 from kernloop.spec import load_spec
 from tests import judges
-from tests.hostile_cases import CASES, FAULTS, expected_in
+from tests.hostile_cases import ALLOC, CASES, FAULTS, expected_in
 from tests.scripted_proposer import Scripted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,6 +139,29 @@ def test_exploit_rejected_with_specific_reason(tmp_path, name):
     r = check(tmp_path, code)
     assert r["ok"] is False, f"{name} passed the checker"
     assert expected_in(expected, r["error"]), f"{name}: {r['error']}"
+
+
+ORDER_SHAPES = [{"M": 37, "N": 45, "K": 29}, {"M": 64, "N": 64, "K": 64}, {"M": 130, "N": 70, "K": 100},
+                {"M": 33, "N": 40, "K": 24}]
+
+
+def test_a_kernel_right_only_in_the_specs_order_of_shapes_is_rejected(tmp_path):
+    """Issue 42: correctness is checked in an order no kernel can predict. This kernel is right
+    only while the shapes arrive as the spec lists them, each for its draws in a row (the order the
+    judge once used): it passed then; now the order is drawn anew each job (4 shapes x 3 draws:
+    the spec's order is one of 369,600, so it passes one job in about 370,000)."""
+    expect = [(s["M"], s["N"], s["K"]) for s in ORDER_SHAPES for _ in range(3)]
+    code = BASE.replace("CONFIG = dict(", f"_EXPECT = {expect!r}\n_CALLS = [0]\nCONFIG = dict(").replace(
+        ALLOC, ALLOC + "    i = _CALLS[0]\n    _CALLS[0] += 1\n"
+        "    if (M, N, K) != _EXPECT[i % len(_EXPECT)]:\n        return torch.zeros_like(c)\n")
+    assert "_EXPECT" in code and "_CALLS[0] += 1" in code
+    spec = SPEC.to_checker()
+    spec["check_shapes"] = ORDER_SHAPES
+    args = ["--mode", "interpret", "--draws", "3", "--backend", "synthetic"]
+    r = judges.judge_files(tmp_path, spec, code, BASE, args, 300)
+    assert r["ok"] is False and "rel-L2" in r["error"], r.get("error")
+    (tmp_path / "honest").mkdir()
+    assert judges.judge_files(tmp_path / "honest", spec, BASE, BASE, args, 300)["ok"]   # the same judge, honest
 
 
 def test_baseline_still_passes(tmp_path):
