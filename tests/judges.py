@@ -32,15 +32,55 @@ def check_cmd(root: Path | None = None) -> list[str]:
     return module_cmd("check", root)
 
 
-def judge_files(tmp_path: Path, spec: dict, code: str, champion: str, flags, timeout: float = 300) -> dict:
-    """One job through check_cmd(): `spec` (the checker's JSON), the candidate `code` and the
-    `champion` written into tmp_path, check.py's `flags` after them; the parsed result line."""
+def job_files(tmp_path: Path, spec: dict, code: str, champion: str) -> list[str]:
+    """`spec` (the checker's JSON), the candidate `code` and the `champion` written into
+    tmp_path; check.py's arguments naming them."""
     import json
-    from kernloop.backends.local import parse_child
-    from kernloop.backends.sandbox import run_child
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     (tmp_path / "cand.py").write_text(code)
     (tmp_path / "champ.py").write_text(champion)
-    out = run_child([*check_cmd(), "--spec", str(tmp_path / "spec.json"), "--candidate", str(tmp_path / "cand.py"),
-                     "--champion", str(tmp_path / "champ.py"), *flags], timeout, cwd=str(tmp_path))
+    return ["--spec", str(tmp_path / "spec.json"), "--candidate", str(tmp_path / "cand.py"),
+            "--champion", str(tmp_path / "champ.py")]
+
+
+def judge_files(tmp_path: Path, spec: dict, code: str, champion: str, flags, timeout: float = 300) -> dict:
+    """One job through check_cmd(): the files (job_files), check.py's `flags` after them; the
+    parsed result line."""
+    from kernloop.backends.local import parse_child
+    from kernloop.backends.sandbox import run_child
+    out = run_child([*check_cmd(), *job_files(tmp_path, spec, code, champion), *flags], timeout,
+                    cwd=str(tmp_path))
     return parse_child(out, "synthetic", True, tmp_path / "checker.log")
+
+
+class Serve:
+    """One warm judge (`-m checker.serve`) for many jobs, as the loop's local backend keeps one
+    for a run: what a module of judge tests shares instead of a judge per job."""
+
+    def __init__(self, mode: str = "interpret"):
+        import subprocess
+        self.p = subprocess.Popen([sys.executable, "-m", "checker.serve", "--mode", mode, "--spares", "1"],
+                                  cwd=str(ROOT), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.n = 0
+
+    def job(self, argv: list[str], timeout_s: float = 300) -> dict:
+        """The result of one job (check.py's flags), read by its id."""
+        import json
+        self.n += 1
+        jid = f"t{self.n}"
+        self.p.stdin.write(json.dumps({"op": "job", "id": jid, "argv": argv, "timeout_s": timeout_s}) + "\n")
+        self.p.stdin.flush()
+        for raw in self.p.stdout:
+            if raw.startswith("KERNLOOP_RESULT "):
+                res = json.loads(raw[len("KERNLOOP_RESULT "):])
+                if res.get("job_id") == jid and res.get("kind") != "began":
+                    return res
+        raise RuntimeError(f"the warm judge ended (exit {self.p.wait()}) without answering job {jid}")
+
+    def close(self) -> None:
+        try:
+            self.p.stdin.write('{"op": "exit"}\n')
+            self.p.stdin.close()
+        except OSError:
+            pass
+        self.p.wait(60)

@@ -23,7 +23,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from kernloop import page  # noqa: E402
 from kernloop.loop import terminal  # noqa: E402
 from browser import Browser  # noqa: E402
-from columns import too_wide  # noqa: E402
+from columns import too_wide, unwrap  # noqa: E402
 from checker.validate import make_inputs, reference_callable  # noqa: E402
 from loopback_openai import LoopbackOpenAI, error, reply  # noqa: E402
 from kernloop.spec import load_spec  # noqa: E402
@@ -81,7 +81,7 @@ def test_a_problem_kernloop_cannot_take_is_one_error_line_and_leaves_nothing(kb,
     _, refused, left, _ = kb
     p = refused[name]
     assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
-    (line,) = p.stderr.splitlines()
+    (line,) = unwrap(p.stderr)
     assert line.startswith("error: ") and f"{name}.py" in line and says in line, line
     assert left == []          # no spec, no stray kb1_reference.py: the retry needs no --force
 
@@ -139,7 +139,7 @@ def test_a_3d_convolution_is_probed_on_the_meta_device_not_in_gigabytes(tmp_path
     p = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "new", "kb77", "--from-kernelbench",
                         str(KB / "kb77_conv_transposed_3d.py"), "--dir", str(tmp_path)], cwd=ROOT, text=True,
                        capture_output=True, timeout=600, preexec_fn=cap, env={**NO_KEYS, "OPENBLAS_NUM_THREADS": "1"})
-    (line,) = p.stderr.splitlines()
+    (line,) = unwrap(p.stderr)
     assert p.returncode == 2 and "an output size (23, then 63 at other input sizes)" in line, line
     assert list(tmp_path.iterdir()) == []
 
@@ -219,14 +219,14 @@ def test_an_llm_run_that_stops_on_a_fatal_error(tmp_path):
                "KERNLOOP_LLM_REPAIR_RETRIES": "0", "KERNLOOP_LLM_TIMEOUT_S": "30"}
         p = cli("--spec", spec, "--backend", "synthetic", "--iterations", "3", "--out", tmp_path / "runs", env=env)
     assert p.returncode == 1, p.stderr
-    out = p.stdout.splitlines() + p.stderr.splitlines()
-    long = [ln for ln in too_wide(out, WIDTH) if not ln.startswith("error: ")]   # error: is one line
+    out = p.stdout.splitlines() + unwrap(p.stderr)   # the error's lines within the width, joined
+    long = too_wide(p.stdout.splitlines() + p.stderr.splitlines(), WIDTH)
     assert out and long == [], long
     assert all("SYNTHETIC" in ln for ln in out if ln), out
     assert not [ln for ln in out if "HTTP Request" in ln or "nemotron proposal" in ln]
     rows = [ln for ln in p.stdout.splitlines() if re.search(r" \d/3 it000\d ", ln)]
     assert len(rows) == 2 and " | BLOCK_M 32->64 and BLOCK_N" in rows[0]      # the note, cut to fit
-    (err,) = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    (err,) = [ln for ln in unwrap(p.stderr) if ln.startswith("error:")]
     assert err.startswith("error: SYNTHETIC ") and "401" in err
     (run,) = [d for d in (tmp_path / "runs").iterdir() if d.is_dir()]
     assert "nemotron proposal: model=loopback/model" in (run / "kernloop.log").read_text()
@@ -261,7 +261,7 @@ def test_check_on_nebius_without_its_cli_is_bad_setup_before_anything_runs(tmp_p
     env = {**NO_KEYS, "KERNLOOP_NEBIUS_CLI": str(tmp_path / "no-nebius-here")}
     p = cli("check", "--spec", "specs/softmax.yaml", "specs/softmax_naive.py", "--backend", "nebius", env=env)
     assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
-    (line,) = p.stderr.splitlines()
+    (line,) = unwrap(p.stderr)
     assert line.startswith("error: --backend nebius: the nebius CLI was not found")
 
 

@@ -131,12 +131,26 @@ def test_a_softmax_right_only_for_small_logits_fails_the_stress_draw(tmp_path):
     assert parse_child(out, "synthetic", True, tmp_path / "checker.log")["ok"]
 
 
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    """Every CPU exploit judged, one job after another, by ONE warm judge (as a run's judge meets
+    hostile candidates in sequence): the same flags as check(), a judge start for all of them."""
+    spec = SPEC.to_checker()
+    spec["check_shapes"] = [{"M": 37, "N": 45, "K": 29}, {"M": 130, "N": 70, "K": 100}]
+    serve = judges.Serve()
+    try:
+        return {name: serve.job([*judges.job_files(tmp_path_factory.mktemp(name), spec, make(BASE), BASE),
+                                 "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], 120)
+                for name, (make, _, _) in sorted(CPU_CASES.items())}
+    finally:
+        serve.close()
+
+
 @pytest.mark.parametrize("name", sorted(CPU_CASES))
-def test_exploit_rejected_with_specific_reason(tmp_path, name):
+def test_exploit_rejected_with_specific_reason(verdicts, name):
     make, expected, _ = CPU_CASES[name]
-    code = make(BASE)
-    assert code != BASE, f"{name}: the exploit did not apply to the baseline"
-    r = check(tmp_path, code)
+    assert make(BASE) != BASE, f"{name}: the exploit did not apply to the baseline"
+    r = verdicts[name]
     assert r["ok"] is False, f"{name} passed the checker"
     assert expected_in(expected, r["error"]), f"{name}: {r['error']}"
 

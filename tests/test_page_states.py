@@ -16,6 +16,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from kernloop import page  # noqa: E402
 from browser import Browser, find_chromium  # noqa: E402
+from columns import unwrap  # noqa: E402
 from pagekit import NO_CHROMIUM, REQUIRE_CHROMIUM, Parsed, chromium_or_fail  # noqa: E402
 from kernloop.trajectory import RunLog, end_run, read_events  # noqa: E402
 
@@ -127,15 +128,15 @@ def test_screenshot_of_a_folder_that_is_not_a_run(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "page", "--screenshot", str(tmp_path), str(tmp_path / "x.png")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.splitlines() == [f"error: {tmp_path} is not a run folder (it holds no run.jsonl)"]
+    assert unwrap(r.stderr) == [f"error: {tmp_path} is not a run folder (it holds no run.jsonl)"]
     assert not (tmp_path / "x.png").exists()
     run = copy_run(SAMPLE, tmp_path / "run")
     env = dict(os.environ, KERNLOOP_CHROMIUM=str(tmp_path / "no-such-chromium"))
     r = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "page", "--screenshot", str(run), str(tmp_path / "x.png")],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert r.stderr.splitlines() == ["error: no Chromium found: install it (apt-get install chromium) "
-                                     "or set KERNLOOP_CHROMIUM"]
+    assert unwrap(r.stderr) == ["error: no Chromium found: install it (apt-get install chromium) "
+                                "or set KERNLOOP_CHROMIUM"]
 
 
 # ----------------------------------------------------------------------------- in Chromium

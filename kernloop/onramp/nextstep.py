@@ -5,6 +5,7 @@ its reference; otherwise the last line says so and names the variables that brin
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from kernloop.propose import torchstart
@@ -34,8 +35,9 @@ def lines(path: Path, reference_file: Path | None) -> list[str]:
         else:
             out.append(f"the built-in tuner starts from its {begin.match.family} template "
                        f"({begin.match.label})")
-    names = ", ".join(spec.input_names)
-    out.append(f"a kernel file for it defines {spec.entry}({names}) and a CONFIG literal (docs/contract.md)")
+    names = ", ".join(spec.input_names)   # within the width: a long list of inputs goes on, indented
+    out += textwrap.wrap(f"a kernel file for it defines {spec.entry}({names}) and a CONFIG literal "
+                         "(docs/contract.md)", 120, subsequent_indent="  ", break_on_hyphens=False)
     out += ["next, check a kernel against it" + ("" if why else ", or run the loop on it") + ":",
             f"  python orchestrator.py check --spec {path} KERNEL.py"]
     if why:   # the last lines say why there is no run command, and what brings one
