@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -52,9 +53,11 @@ def stable(events, run_dir: Path):
 
 def test_parallel_1_is_the_one_at_a_time_loop_event_for_event(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    pa = run_cli(["--spec", "specs/matmul.yaml", "--iterations", "4", "--out", str(a), "--quiet"])
-    pb = run_cli(["--spec", "specs/matmul.yaml", "--iterations", "4", "--out", str(b), "--quiet",
-                  "--parallel", "1", "--batch", "1"])
+    with ThreadPoolExecutor(2) as pool:   # two independent runs: side by side, not one after the other
+        fa = pool.submit(run_cli, ["--spec", "specs/matmul.yaml", "--iterations", "4", "--out", str(a), "--quiet"])
+        pb = run_cli(["--spec", "specs/matmul.yaml", "--iterations", "4", "--out", str(b), "--quiet",
+                      "--parallel", "1", "--batch", "1"])
+        pa = fa.result()
     assert pa.returncode == 0 and pb.returncode == 0, pa.stderr + pb.stderr
     ra, rb = only_run(a), only_run(b)
     ea, eb = read_events(ra / "run.jsonl"), read_events(rb / "run.jsonl")

@@ -98,13 +98,9 @@ def test_interrupted_tuner_run_resumes_exactly_as_the_uninterrupted_one(tmp_path
     # seed 3: without replaying the tuner's RNG on resume, candidate 6 differs (checked); 7 in all,
     # cut after 5 (two iterations' margin for the signal to land before the budget ends the run)
     args = ["--iterations", str(n), "--seed", "3", "--quiet"]
-    full_out = tmp_path / "full"
-    p = subprocess.run([*PY, "--spec", str(spec), *args, "--out", str(full_out)], cwd=ROOT,
-                       env=ENV, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    (full,) = [d for d in full_out.iterdir() if d.is_dir()]
-    expected = configs(full)
-    assert len(expected) == n and all(expected)
+    full_out = tmp_path / "full"   # the uninterrupted run, side by side with the one cut below
+    full_p = subprocess.Popen([*PY, "--spec", str(spec), *args, "--out", str(full_out)], cwd=ROOT,
+                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     # the same run, started with a RELATIVE spec path, Ctrl-C after iteration 5 (past the
     # tuner's initial spread of 4: its seeded moves have drawn from the RNG), then resumed
@@ -112,6 +108,11 @@ def test_interrupted_tuner_run_resumes_exactly_as_the_uninterrupted_one(tmp_path
     out = tmp_path / "cut"
     run, err = start_and_interrupt(["--spec", "spec/s.yaml", *args, "--out", str(out)], tmp_path,
                                    out, 5, signal.SIGINT)
+    _, full_err = full_p.communicate(timeout=600)
+    assert full_p.returncode == 0, full_err
+    (full,) = [d for d in full_out.iterdir() if d.is_dir()]
+    expected = configs(full)
+    assert len(expected) == n and all(expected)
     cut = events(run)
     assert cut[-1]["event"] == "run_end" and cut[-1]["stopped"] == "interrupted"
     k = cut[-1]["iterations_done"]
