@@ -169,9 +169,10 @@ def test_a_daemon_that_outlives_its_parent_is_caught_and_killed(tmp_path):
 
 def test_a_worker_reporting_its_time_5_percent_low_is_caught_by_the_judges_clock(tmp_path):
     job = Job(tmp_path)
-    # 60 reps (30 pairs): the lie is ~3 ms a call on the interpreter's ~60 ms, the rule's floor
-    # 1 ms; with 15 pairs a loaded CI machine's scheduling noise once widened the interval below it
-    job.start(["--host-clock", "--reps", "60", "--warmup", "2",
+    # 200 reps (100 pairs): the lie is ~3 ms a call on the interpreter's ~60 ms, the rule's floor
+    # 1 ms; with 15 pairs, and again with 30 (four test workers on 2 cores), a loaded CI machine's
+    # scheduling noise widened the interval below it; 100 pairs held with two busy loops beside it
+    job.start(["--host-clock", "--reps", "200", "--warmup", "2",
                "--no-early-reject"])   # a loaded CPU's host clock can end the A/B before 13 pairs
     job.stage(FIVE_PERCENT_LOW + BASE)
     res = job.finish()
