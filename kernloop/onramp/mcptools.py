@@ -147,8 +147,9 @@ def log_check(ws: Workspace, line: dict, kernel: Path, champion: Path | None) ->
         device=line["device"])
 
 
-def _judge(ws: Workspace, spec, kernel: Path, champion: Path | None, **kw) -> dict:
-    """One job of the kept backend on a kernel the contract passed."""
+def _judge(ws: Workspace, spec, kernel: Path, champion: Path | None, backend=None, **kw) -> dict:
+    """One job on a kernel the contract passed, held to the bytes it judged: on the kept backend,
+    or on `backend`."""
     from kernloop import contract
     from kernloop.loop.iteration import evaluate_judged
     data = kernel.read_bytes()
@@ -157,7 +158,7 @@ def _judge(ws: Workspace, spec, kernel: Path, champion: Path | None, **kw) -> di
         raise ToolError(f"{kernel.name}: {len(bad)} contract violation(s): {bad[0]}")
     judged = {"candidate": hashlib.sha256(data).hexdigest(), "champion": None}
     with ws.judging, tempfile.TemporaryDirectory(prefix="kernloop-mcp-") as work:
-        return evaluate_judged(ws.backend(), spec, kernel, champion, Path(work), judged, **kw)
+        return evaluate_judged(backend or ws.backend(), spec, kernel, champion, Path(work), judged, **kw)
 
 
 def _gpu_backend(ws: Workspace, what: str):
@@ -188,13 +189,7 @@ def profile(ws: Workspace, spec: str, kernel_path: str | None = None, kernel_tex
     b = _gpu_backend(ws, "a profile")
     k = ws.kernel_file(kernel_path, kernel_text)
     cold = LocalBackend(device=b.device, judge="cold")   # a cold job takes its profile inside it
-    data = k.read_bytes()
-    from kernloop import contract
-    if bad := contract.capped(contract.check, data.decode("utf-8", "replace"), s):
-        raise ToolError(f"{k.name}: {len(bad)} contract violation(s): {bad[0]}")
-    with ws.judging, tempfile.TemporaryDirectory(prefix="kernloop-mcp-") as work:
-        res = cold.evaluate(s, k, s.baseline, Path(work),
-                            digests={"candidate": hashlib.sha256(data).hexdigest()})
+    res = _judge(ws, s, k, s.baseline, backend=cold)
     return {"kernel": str(k), "profile": (res.get("profile") or {}).get("candidate"),
             "findings": of_result(res), "error": res.get("error")}
 
