@@ -78,7 +78,9 @@ def main() -> int:
         kernels[k] = {"cli": c, "mcp": m, "same_verdict": {x.get("correct") for x in c + m} in ({True}, {False}),
                       "median": {side: {key: median(rows, key) for key in ("candidate_ms", "baseline_ms", "speedup")}
                                  for side, rows in (("cli", c), ("mcp", m))}}
-    doc = {"spec": a.spec, "rounds": a.rounds, "backend": a.backend, "kernels": kernels}
+    # record's device is this process's, which times nothing; the judges' lines say where the kernels ran
+    judged_on = sorted({str(x.get("device")) for r in cli + over_mcp for x in r})
+    doc = {"spec": a.spec, "rounds": a.rounds, "backend": a.backend, "judged_on": judged_on, "kernels": kernels}
     record.write(Path(a.out), doc)
     print(f"{'kernel':<34} {'verdicts':>9} {'cli ms':>9} {'mcp ms':>9} {'cli x':>7} {'mcp x':>7}")
     for k, v in kernels.items():

@@ -23,7 +23,15 @@ def doctor(env: dict) -> subprocess.CompletedProcess:
 
 
 def by_piece(out: str) -> dict:
-    return {ln.split(":", 1)[0]: ln for ln in out.splitlines()}
+    """Each piece's line, its continuation lines (indented, as the printer wraps at 120) joined back on."""
+    pieces: dict = {}
+    for ln in out.splitlines():
+        if ln.startswith(" ") and pieces:
+            last = next(reversed(pieces))
+            pieces[last] += " " + ln.strip()
+        else:
+            pieces[ln.split(":", 1)[0]] = ln
+    return pieces
 
 
 def test_doctor_says_what_is_here_and_what_each_missing_piece_disables(tmp_path):
@@ -49,6 +57,7 @@ def test_doctor_says_what_is_here_and_what_each_missing_piece_disables(tmp_path)
     assert "127.0.0.1" in got["LLM"] and "reachable, model loopback-model listed" in got["LLM"]
     assert "key set" in got["tavily"]
     assert "KERNLOOP_NCU" not in got["ncu"] and "not on PATH" in got["ncu"]
+    assert "a test kernel compiled and ran right in the interpreter (no GPU)" in got["triton"]
 
 
 def test_doctor_names_an_endpoint_it_cannot_reach_and_absent_pieces(tmp_path):
@@ -62,3 +71,21 @@ def test_doctor_names_an_endpoint_it_cannot_reach_and_absent_pieces(tmp_path):
     assert "not on PATH" in got["nebius"] and "no --backend nebius" in got["nebius"]
     assert got["quack"] == "quack: not installed: its peer is skipped (pip install quack-kernels)"
     assert "KERNLOOP_NCU=off" in got["ncu"] and "no TAVILY_API_KEY" in got["tavily"]
+
+
+def test_a_triton_that_cannot_run_a_kernel_or_a_torch_that_does_not_import_is_one_line_and_exit_1(tmp_path):
+    for broken in ("triton", "torch"):   # shadowed by a package whose import fails
+        shadow = tmp_path / broken / broken
+        shadow.mkdir(parents=True)
+        (shadow / "__init__.py").write_text(f"raise RuntimeError('{broken} is broken for this test')\n")
+        p = doctor({**BASE, "PYTHONPATH": str(shadow.parent)})
+        assert p.returncode == 1, p.stdout
+        assert all(len(ln) <= 120 for ln in p.stdout.splitlines()), p.stdout
+        got = by_piece(p.stdout)
+        if broken == "triton":
+            assert "a test kernel failed in the interpreter (no GPU)" in got["triton"], got["triton"]
+            assert "triton is broken for this test" in got["triton"] and "nothing can be judged" in got["triton"]
+        else:
+            assert got["torch"] == ("torch: does not import (RuntimeError: torch is broken for this test): "
+                                    "nothing runs (pip install torch)")
+            assert "not tried (torch does not import)" in got["triton"]

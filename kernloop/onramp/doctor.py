@@ -6,9 +6,11 @@ HTTP request); `lines` turns them into the report and decides nothing else (pure
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from importlib import metadata
@@ -21,6 +23,18 @@ GPU_PROBE = ("import json, torch\n"
              "ok = torch.cuda.is_available()\n"
              "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'ok': ok,\n"
              "  'names': [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if ok else []}))")
+
+# One tiny kernel compiled and run where the judge would run it (the GPU, else the interpreter):
+# a file, since @triton.jit reads its function's source.
+TRITON_PROBE = ("import json, torch, triton, triton.language as tl\n"
+                "@triton.jit\n"
+                "def inc(x, n: tl.constexpr):\n"
+                "    o = tl.arange(0, n)\n"
+                "    tl.store(x + o, tl.load(x + o) + 1)\n"
+                "dev = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+                "x = torch.arange(16, dtype=torch.float32, device=dev)\n"
+                "inc[(1,)](x, 16)\n"
+                "print(json.dumps({'ok': bool((x.cpu() == torch.arange(16) + 1).all())}))\n")
 
 
 def version(dist: str) -> str | None:
@@ -49,6 +63,23 @@ def imports(module: str) -> tuple[bool, str]:
     return code == 0, "" if code == 0 else (out.strip().splitlines() or ["?"])[-1][:160]
 
 
+def triton_facts(on_gpu: bool) -> dict:
+    """Whether a Triton kernel compiles and runs and gives the right numbers: on the GPU, else in the
+    interpreter (in a child, bounded)."""
+    env = {**os.environ, **({} if on_gpu else {"TRITON_INTERPRET": "1"})}
+    with tempfile.TemporaryDirectory(prefix="kernloop-doctor-") as d:
+        probe = os.path.join(d, "probe.py")
+        with open(probe, "w") as f:
+            f.write(TRITON_PROBE)
+        code, out = run([sys.executable, probe], env=env)
+    try:
+        ok = code == 0 and json.loads(out.splitlines()[-1])["ok"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        ok = False
+    return {"ran": ok, "where": "on the GPU" if on_gpu else "in the interpreter (no GPU)",
+            "why": "" if ok else (out.strip().splitlines() or ["wrong result"])[-1][:120] if code else "wrong result"}
+
+
 def llm_facts() -> dict:
     """The LLM endpoint: configured?, and does GET {base}/models answer (one request, bounded)."""
     import nemotron_client
@@ -71,7 +102,7 @@ def llm_facts() -> dict:
 def gather() -> dict:
     """Every fact the report needs, from this machine."""
     code, out = run([sys.executable, "-c", GPU_PROBE])
-    gpu = json.loads(out.splitlines()[-1]) if code == 0 else {"error": out[-160:]}
+    gpu = json.loads(out.splitlines()[-1]) if code == 0 else {"error": (out.strip().splitlines() or ["?"])[-1][:160]}
     smi = shutil.which("nvidia-smi")
     driver = run([smi, "--query-gpu=driver_version", "--format=csv,noheader"])[1].splitlines()[:1] if smi else []
     ncu = shutil.which("ncu")
@@ -81,6 +112,8 @@ def gather() -> dict:
              "ncu_setting": settings.get("KERNLOOP_NCU"), "nebius": nebius, "ray": version("ray"),
              "mcp": version("mcp"), "llm": llm_facts(), "tavily_key": settings.is_set("TAVILY_API_KEY"),
              "tavily": version("tavily-python")}
+    if facts["triton"] and "error" not in gpu:
+        facts["triton_probe"] = triton_facts(bool(gpu["ok"]))
     for lib, module, dist in (("liger", "liger_kernel", "liger-kernel"), ("quack", "quack", "quack-kernels")):
         ok, why = imports(module)
         absent = why.startswith(f"ModuleNotFoundError: No module named '{module}'")
@@ -96,6 +129,17 @@ def _gpu_line(f: dict) -> str:
         return f"GPU: none visible to torch {g['torch']}: the SYNTHETIC backend (times modeled), or --backend nebius/ray"
     names = ", ".join(dict.fromkeys(g["names"]))
     return f"GPU: {len(g['names'])} x {names} (driver {f['driver'] or '?'}, CUDA {g['cuda']}, torch {g['torch']})"
+
+
+def _triton_line(f: dict) -> str:
+    if not f["triton"]:
+        return "triton: not installed: nothing can be judged (pip install triton)"
+    p = f.get("triton_probe")
+    if p is None:
+        return f"triton: {f['triton']}: not tried (torch does not import)"
+    if p["ran"]:
+        return f"triton: {f['triton']}: a test kernel compiled and ran right {p['where']}"
+    return f"triton: {f['triton']}: a test kernel failed {p['where']} ({p['why']}): nothing can be judged"
 
 
 def _peer_line(name: str, pkg: str, p: dict) -> str:
@@ -118,8 +162,7 @@ def _llm_line(llm: dict) -> str:
 def lines(f: dict) -> list[str]:
     """The report, one line a piece, from gathered facts (pure)."""
     out = [f"python: {f['python']}", _gpu_line(f)]
-    out.append(f"triton: {f['triton']}: kernels compile and run (the interpreter on the CPU)" if f["triton"]
-               else "triton: not installed: nothing can be judged (pip install triton)")
+    out.append(_triton_line(f))
     if f["ncu_setting"] == "off":
         out.append("ncu: off (KERNLOOP_NCU=off): a champion's profile has no Nsight Compute counters")
     else:
@@ -142,11 +185,11 @@ def lines(f: dict) -> list[str]:
 
 
 def main(argv) -> int:
-    """`doctor`: the report; exit 1 when something every run needs (torch, triton) is missing."""
+    """`doctor`: the report; exit 1 when something every run needs (torch, a Triton kernel that runs) is missing."""
     ArgParser(prog="kernloop doctor", description=__doc__.splitlines()[0]).parse_args(argv)
     from kernloop.loop import terminal
     f = gather()
     say = terminal.printer()   # within 120 columns, broken at spaces
     for ln in lines(f):
         say(ln)
-    return 0 if f["triton"] and "error" not in f["gpu"] else 1
+    return 0 if (f.get("triton_probe") or {}).get("ran") else 1
