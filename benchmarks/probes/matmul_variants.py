@@ -1,8 +1,8 @@
 """Which matmul structure could close the tuner's last 5% to cuBLAS on a Hopper GPU (issue 43).
 
 Times, side by side in one process, C = A @ B over bf16 4096^3 (and the spec's skinny 17x4096x4096):
-torch.mm (cuBLAS), the family template as shipped (kernloop/families/kernels/matmul.py: one program
-per tile, pointer loads) at a few configs, and the persistent TMA kernel of
+torch.mm (cuBLAS), the family template (kernloop/families/kernels/matmul.py: one program per tile
+with pointer loads, and its PERSISTENT=1 path) at a few configs, and the persistent TMA kernel of
 benchmarks/by_hand/matmul.py at a few configs. Each is checked against a float32 reference first.
 Timing: triton.testing.do_bench (L2 cleared before each rep), median of its reps, the variants
 interleaved over rounds. A probe, not a result the README cites:
@@ -48,10 +48,14 @@ def by_hand(cfg):
 
 
 def variants():
-    t = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+    t = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3, PERSISTENT=0)
     h = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3, USE_TMA=True)
     out = {"torch.mm": torch.mm, "template s3": template(t), "template s4": template({**t, "num_stages": 4}),
            "template 128x256 s3": template({**t, "BLOCK_N": 256})}
+    for name, over in (("template p1 128x256 s3", {"BLOCK_N": 256}), ("template p1 128x256 s4", {"BLOCK_N": 256, "num_stages": 4}),
+                       ("template p1 128x128 s4", {"num_stages": 4}), ("template p1 128x128 s5", {"num_stages": 5}),
+                       ("template p1 256x128 s3", {"BLOCK_M": 256})):
+        out[name] = template({**t, "PERSISTENT": 1, **over})
     for name, over in (("tma 128x256x64 s3", {}), ("tma 128x256x64 s4", {"num_stages": 4}),
                        ("tma 128x128x64 s4", {"BLOCK_N": 128, "num_stages": 4}),
                        ("tma 128x128x64 s5", {"BLOCK_N": 128, "num_stages": 5}),
