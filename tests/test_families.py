@@ -132,14 +132,14 @@ def test_a_reference_that_fails_on_the_cpu_is_no_template_and_says_why(tmp_path)
 
 def test_every_template_is_correct_in_the_interpreter_in_fp16_and_fp32():
     """Each family (softmax, log-softmax, LayerNorm, RMSNorm, twelve activations, matmul with and
-    without its epilogue, six reductions over three dims), the long-row path too, against torch
+    without its epilogue on both paths (one program per tile; persistent with TMA), six reductions over three dims), the long-row path too, against torch
     in float32 (indices: exactly)."""
     env = {**NO_LLM, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, str(ROOT / "tests" / "families" / "interpret_templates.py"),
                         "float16", "float32"], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     errors = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(errors["float16"]) == len(errors["float32"]) == 41
+    assert len(errors["float16"]) == len(errors["float32"]) == 44
     bad = {(dt, k): v for dt, row in errors.items() for k, v in row.items()
            if not v <= {"float16": 2e-3, "float32": 1e-5}[dt]}
     assert bad == {}

@@ -172,13 +172,14 @@ def _matmul_space(d: dict):
     space = {"BLOCK_M": [v for v in (32, 64, 128, 256) if v <= max(32, cap["M"])],
              "BLOCK_N": [v for v in (32, 64, 128, 256) if v <= max(32, cap["N"])],
              "BLOCK_K": [v for v in (32, 64, 128) if v <= max(32, cap["K"])],
-             "GROUP_M": [1, 4, 8, 16], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]}
+             "GROUP_M": [1, 4, 8, 16], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5],
+             "PERSISTENT": [0, 1]}   # 1: one program per SM, TMA descriptors (Hopper, aligned rows)
 
     def allowed(cfg):   # the accumulator: float32 values a thread holds
         return cfg["BLOCK_M"] * cfg["BLOCK_N"] / (32 * cfg["num_warps"]) <= 128
     big = min(cap["M"], cap["N"]) >= 256   # 128x256 tiles: the H100's best for large squares
     config = dict(BLOCK_M=min(128, space["BLOCK_M"][-1]), BLOCK_N=min(256 if big else 128, space["BLOCK_N"][-1]),
-                  BLOCK_K=min(64, space["BLOCK_K"][-1]), GROUP_M=8, num_warps=8, num_stages=3)
+                  BLOCK_K=min(64, space["BLOCK_K"][-1]), GROUP_M=8, num_warps=8, num_stages=3, PERSISTENT=0)
     return space, allowed, config
 
 

@@ -72,11 +72,19 @@ def run(dtype):
         f = case(Match("unary", "", consts, "_launch(x)"), ["x"], 16384, dict(BLOCK_SIZE=64, num_warps=2))
         out[f"activation{code}"] = rel(f(x), act(code, xf))
     a, bm, bias = rnd(37, 29), rnd(29, 45), rnd(45)
-    mm_cfg = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=2)
+    mm_cfg = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=2, PERSISTENT=0)
     for has_bias, code in ((False, -1), (True, 2), (True, 3)):
         m = Match("matmul", "", {"HAS_BIAS": has_bias, "ACT": code}, "_launch(a, b, bias)")
         want = act(code, a.float() @ bm.float() + (bias.float() if has_bias else 0))
         out[f"matmul/bias={has_bias}/act={code}"] = rel(case(m, ["a", "b", "bias"], 16384, mm_cfg)(a, bm, bias), want)
+    # The persistent TMA path: rows of 24 and 40 elements are 16-byte aligned in fp16 and fp32; 70
+    # rows of 16 are 5 partial groups of tiles, walked by 3 programs; K=24 leaves a partial K tile.
+    a2, b2, bias2 = rnd(70, 24), rnd(24, 40), rnd(40)
+    for has_bias, code in ((False, -1), (True, 1), (True, 3)):
+        m = Match("matmul", "", {"HAS_BIAS": has_bias, "ACT": code}, "_launch(a, b, bias)")
+        want = act(code, a2.float() @ b2.float() + (bias2.float() if has_bias else 0))
+        got = case(m, ["a", "b", "bias"], 16384, {**mm_cfg, "PERSISTENT": 1})(a2, b2, bias2)
+        out[f"matmul/persistent/bias={has_bias}/act={code}"] = rel(got, want)
     x3 = rnd(3, 37, 5)
     reduce_ref = {0: "sum", 1: "mean", 2: "amax", 3: "amin", 4: "argmax", 5: "argmin"}
     for op in range(6):   # the reduced dim in the middle, last (keepdim), first
