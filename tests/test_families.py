@@ -59,6 +59,8 @@ RECOGNISED = [
      {"LAYER": True, "HAS_W": True, "HAS_B": True, "EPS": 1e-5}),
     ("F.layer_norm(x, (100,))", NORM, "rownorm", {"LAYER": True, "HAS_W": False, "HAS_B": False}),
     ("F.silu(x)", {}, "unary", {"ACT": 3}),
+    ("x * torch.sigmoid(x)", {}, "unary", {"ACT": 3}),   # Swish written out, either order
+    ("torch.sigmoid(x) * x", {}, "unary", {"ACT": 3}),
     ('F.gelu(x, approximate="tanh")', {}, "unary", {"ACT": 2}),
     ("torch.relu(x)", {}, "unary", {"ACT": 0}),
     ("F.leaky_relu(x, 0.2)", {}, "unary", {"ACT": 6, "P0": 0.2}),
@@ -96,6 +98,7 @@ OUTSIDE = [
     ("torch.softmax(x, dim=0)", {}, "_softmax"),                      # not the last dim
     ("x * torch.rsqrt((x*x).mean(-1, keepdim=True) + 1e-6) * w + b", NORM, "add"),
     ("torch.softmax(x, -1) * 2", {}, "mul"),
+    ("x * torch.sigmoid(2 * x)", {}, "mul"),                         # not Swish: sigmoid of another value
     ("F.softsign(x)", {}, "abs"),                                   # a chain, not one activation
     ("x.sum()", {}, "sum"),                                          # every dim at once
     ("x * torch.rsqrt((x*x).mean() + 1e-6)", {}, "mean"),           # RMS over the whole tensor

@@ -152,7 +152,19 @@ def _act_code(op: Op) -> int | None:
     return ACTIVATIONS[op.name]
 
 
+def _swish(ops, names):
+    """x * sigmoid(x), either order: SiLU written out (KernelBench's Swish)."""
+    if len(ops) != 2 or ops[0].name != "sigmoid" or ops[1].name != "mul" or ops[0].kwargs or ops[1].kwargs:
+        return None
+    x = _input(ops[0].args[0]) if len(ops[0].args) == 1 else None
+    if x is None or sorted(map(repr, ops[1].args)) != sorted(map(repr, (Ref("input", x), Ref("op", 0)))):
+        return None
+    return Match("unary", f"silu of {names[x]} (written x * sigmoid(x))", {"ACT": 3}, f"_launch({names[x]})")
+
+
 def _activation(ops, names, ranks):
+    if len(ops) == 2:
+        return _swish(ops, names)
     if len(ops) != 1 or ops[0].kwargs.keys() - {"approximate"}:
         return None
     op = ops[0]

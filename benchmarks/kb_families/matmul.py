@@ -1,0 +1,24 @@
+"""C = A @ B for square 4096x4096 matrices (KernLoop's level-1 problem in KernelBench's format, for the tuner's family table)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        pass
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(A, B)
+
+
+N = 4096
+
+
+def get_inputs():
+    return [torch.randn(N, N), torch.randn(N, N)]
+
+
+def get_init_inputs():
+    return []
