@@ -240,7 +240,7 @@ def open_run(args) -> Run:
     if backend.say is not None:   # the Nebius backend's progress lines (stderr)
         backend.say = terminal.printer(args.tag, stream=sys.stderr)
     st = State(compulsory_bytes(spec), backend.synthetic)
-    st.torch_start = spec.torch_baseline
+    st.configure(spec, isinstance(proposer, Tuner), args.seed)   # the torch start, the search tree's settings
     run = Run(args, spec, run_dir, log, st, backend, backend_why, proposer, proposer_note, researcher,
               say=terminal.printer(args.tag, quiet=args.quiet),   # every line tagged, within 120 columns
               budget=spec.loop["iterations"] if args.iterations is None else args.iterations,
@@ -370,7 +370,7 @@ def record(run: Run, ev: dict, is_fatal: bool) -> None:
     if ev["decision"]["promoted"]:
         ev["diagnosis"] = of_result(ev["result"], "candidate", st.cost)
     with interrupts.held():   # run_end's iterations_done counts every logged iteration
-        run.log.append("iteration", **ev)
+        run.log.append("iteration", **st.place(ev))   # its node in the search tree: timed_against, node_time
         st.apply(ev, run.tuner)
     secondlook.ask(run.backend, run.spec, ev, run.run_dir)
     run.say(status_line(ev, len(st.seen), run.budget, run.backend.synthetic))

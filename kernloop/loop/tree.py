@@ -25,8 +25,10 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 
-EXPLORATION = 0.3    # c: 0 always extends the fastest node; 0.3 tries a 10%-slower leaf once the fastest has a child
-REPAIRS = 2          # R: repairs of one failed idea (LLM proposer)
+from kernloop.settings import LOOP_DEFAULTS
+
+EXPLORATION = LOOP_DEFAULTS["exploration"]   # c, 0.3: 0 always extends the fastest node; 0.3 tries a young 10%-slower leaf once the fastest has 4 children
+REPAIRS = LOOP_DEFAULTS["repairs"]           # R, 2: repairs of one failed idea (LLM proposer)
 BASELINE = "baseline"
 DEAD_VERDICTS = ("incorrect", "failed", "invalid")
 SEARCHES = ("tree", "chain")
