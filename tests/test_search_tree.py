@@ -1,5 +1,8 @@
 """kernloop/loop/tree.py: the search tree's pure rules (parent selection by UCB1, repairs, chained times)."""
+import pytest
+
 from kernloop.loop import tree as T
+from kernloop.settings import LOOP_DEFAULTS
 
 
 def grow(*nodes):
@@ -97,3 +100,59 @@ def test_a_log_from_before_the_tree_reads_as_a_chain():
     assert T.node_of(ev2, t).time == 0.25
     assert T.node_of({**ev, "candidate_file": None}, t) is None
     assert T.chain_of(T.add(t, T.node_of(ev2, t)), "it0002") == ["baseline", "it0001", "it0002"]
+
+
+# ---------------------------------------------------------------- the tree in the loop's State
+
+def _ev(n, parent, verdict, cand=1.0, champ=1.0):
+    promoted = verdict == "promoted"
+    return {"iteration": n, "candidate_id": f"it{n:04d}", "candidate_file": f"candidates/it{n:04d}.py",
+            "parent_id": parent, "decision": {"verdict": verdict, "promoted": promoted, "reason": verdict},
+            "result": {"candidate": {"mean_ms": cand}, "champion": {"mean_ms": champ}}, "proposal": {}}
+
+
+def _state():
+    from kernloop.loop.state import State
+    from kernloop.spec import load_spec
+    from tests.conftest import ROOT
+    st = State()
+    st.configure(load_spec(ROOT / "specs" / "matmul.yaml"), tuner=False, seed=0)
+    return st
+
+
+def test_research_streak_counts_rejections_in_decision_order_across_parents():
+    import research
+    st = _state()
+    due = []
+    for n, (parent, verdict) in enumerate([("baseline", "promoted"), ("baseline", "rejected"),
+                                           ("it0001", "rejected"), ("it0002", "incorrect"),
+                                           ("baseline", "promoted"), ("it0005", "rejected")], 1):
+        st.apply(st.place(_ev(n, parent, verdict, cand=0.5 if verdict == "promoted" else 1.2)), None)
+        due.append(research.research_due(False, st.streak, LOOP_DEFAULTS["research_after"]))
+    # three rejections in a row, from three different parents, are due; a promotion resets it
+    assert due == [False, False, False, True, False, False]
+    assert st.tree.nodes["it0004"].dead and st.tree.nodes["it0002"].parent == "baseline"
+
+
+def test_state_keeps_parents_in_flight_distinct_and_releases_them_when_decided():
+    st = _state()
+    st.apply(st.place(_ev(1, "baseline", "rejected", cand=1.1)), None)
+    first, second = st.choose(2).parent, st.choose(3).parent
+    assert {first, second} == {"baseline", "it0001"} and set(st.pending) == {2, 3}
+    st.apply(st.place(_ev(2, first, "rejected", cand=1.3)), None)
+    assert set(st.pending) == {3} and st.tree.nodes["it0002"].parent == first
+    # a node's chained time: the judge's ratio times the time of the champion it was timed against
+    assert st.tree.nodes["it0002"].time == pytest.approx(1.3) and st.tree.nodes["it0001"].time == pytest.approx(1.1)
+
+
+def test_replaying_the_events_rebuilds_the_same_tree():
+    st = _state()
+    evs = []
+    for n, (parent, verdict, cand) in enumerate([("baseline", "promoted", 0.5), ("it0001", "rejected", 1.1),
+                                                 ("it0002", "failed", 1.0), ("baseline", "rejected", 2.2)], 1):
+        ev = st.place(_ev(n, parent, verdict, cand=cand, champ=1.0))
+        st.apply(ev, None)
+        evs.append({"event": "iteration", **ev})
+    again = _state()
+    again.replay(evs, None)
+    assert again.tree == st.tree and again.tree.nodes["it0002"].time == pytest.approx(0.55)
