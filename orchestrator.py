@@ -348,8 +348,8 @@ def stop(run: Run) -> tuple[str, str] | None:
     interrupts.check()   # a signal whose handler was swallowed ends the run here
     st, max_minutes = run.st, run.args.max_minutes
     return decision.stop_rule(len(st.seen) if run.many else st.done, run.budget, st.since_promotion,
-                              run.patience, bool(run.tuner and run.tuner.exhausted), run.fatal,
-                              elapsed_s=run.duration_s(), max_s=max_minutes * 60 if max_minutes else None)
+                              run.patience, bool(run.tuner and run.tuner.exhausted), run.fatal, run.duration_s(),
+                              max_minutes * 60 if max_minutes else None, floor=st.floor_stop())   # speed of light
 
 
 def record(run: Run, ev: dict, is_fatal: bool) -> None:

@@ -143,6 +143,7 @@ STOPPED = {   # run_end.stopped: the machine-readable stop; stop_reason says it 
     "fatal": "the proposer failed in a way that cannot be retried (e.g. a bad key)",
     "interrupted": "Ctrl-C or SIGTERM",
     "baseline_failed": "the spec's baseline did not pass the checker",
+    "floor": "speed of light: the champion is within loop.floor_within of the measured floor and at or above the best peer",
 }
 
 

@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -220,3 +221,21 @@ def test_status_line_one_row_within_the_width():
     line = terminal.status_line(ev, 12, 30, synthetic=True)
     assert "\n" not in line and line.startswith("SYNTHETIC [") and "failed    LLM transport" in line
     assert line.endswith(" | short")
+
+
+def test_a_run_at_the_floor_stops_early_and_says_which_floor_and_how_close(tmp_path):
+    """The synthetic backend models a copy of the same bytes for a memory-bound spec (labelled
+    MODELED); with loop.floor_within 0.6 the naive softmax is already close enough."""
+    spec = tmp_path / "s.yaml"
+    text = (ROOT / "specs" / "softmax.yaml").read_text()
+    spec.write_text("\n".join("loop: {iterations: 6, floor_within: 0.6}" if ln.startswith("loop:") else ln
+                              for ln in text.splitlines()))
+    shutil.copyfile(ROOT / "specs" / "softmax_naive.py", tmp_path / "softmax_naive.py")
+    p = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "--spec", str(spec), "--backend",
+                        "synthetic", "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (line,) = [ln for ln in p.stdout.splitlines() if "done: speed of light:" in ln]
+    assert "% over the MODELED floor" in line and "(copy of 134.2 MB), no peer timed" in line
+    (log,) = (tmp_path / "runs").glob("*/run.jsonl")
+    end = json.loads(log.read_text().splitlines()[-1])
+    assert end["stopped"] == "floor" and end["iterations_done"] == 0 and end["stop_reason"] in line

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernloop import decision
 from kernloop.loop import secondlook
 from kernloop.loop import tree as searchtree
 from kernloop.loop.iteration import LLM_FAILURE_KINDS
@@ -49,12 +50,20 @@ class State:
     exploration: float = searchtree.EXPLORATION    # spec loop.exploration: UCB1's c
     repairs: int = 0                # spec loop.repairs for an LLM proposer; 0 for the tuner (nothing to repair)
     seed: int = 0                   # --seed: breaks the selection's ties
+    floor: dict | None = None       # the last judge result's `floor` {mean_ms, what, measured}: the speed-of-light stop
+    floor_within: float = 0.03      # spec loop.floor_within
 
     def configure(self, spec, tuner: bool, seed: int) -> None:
         """The search's settings from the spec (and the torch start)."""
         self.torch_start = spec.torch_baseline
         self.search, self.exploration = spec.loop["search"], float(spec.loop["exploration"])
         self.repairs, self.seed = 0 if tuner else int(spec.loop["repairs"]), seed
+        self.floor_within = float(spec.loop["floor_within"])
+
+    def floor_stop(self) -> tuple[str, str] | None:
+        """decision.floor_stop on the champion, the last measured floor and the best peer."""
+        return decision.floor_stop(self.champion_profile, self.floor, (self.peers_block or {}).get("best"),
+                                   self.floor_within)
 
     def choose(self, n: int) -> searchtree.Choice:
         """The parent of proposal n (a pure rule on the tree and the proposals in flight), kept
@@ -101,6 +110,7 @@ class State:
     def stand(self, result: dict) -> None:
         """The champion's standing from the job that measured it (peers carried over)."""
         self.peers_block = (result or {}).get("peers") or self.peers_block
+        self.floor = (result or {}).get("floor") or self.floor
         self.standing = briefing.standing(result, "candidate", self.cost, self.synthetic, self.peers_block)
 
     def profile_from(self, result: dict, side: str = "candidate") -> dict:
@@ -170,6 +180,7 @@ class State:
             self.last_parse_error = None
             return
         self.transport_failures, self.refused = 0, False
+        self.floor = (ev.get("result") or {}).get("floor") or self.floor   # measured beside the champion
         if d.get("promoted"):
             self.promoted[ev["candidate_id"]] = {"iteration": ev["iteration"], "result": ev.get("result"),
                                                  "file": ev["candidate_file"]}
