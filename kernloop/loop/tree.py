@@ -179,11 +179,6 @@ def choose(tree: Tree, search: str = "tree", champion: str = BASELINE, pending=(
     return select(tree, pending, c, seed)
 
 
-def idea_dead(tree: Tree, node: Node, repairs: int) -> bool:
-    """True when `node` failed and was its idea's last allowed repair: the lineage is dead for that idea."""
-    return node.dead and node.error is not None and node.attempt >= repairs > 0
-
-
 def chain_of(tree: Tree, nid: str) -> list[str]:
     """The lineage of a node, root first (the page's champion path)."""
     out: list[str] = []
