@@ -101,7 +101,6 @@ def test_a_log_from_before_the_tree_reads_as_a_chain():
     ev2 = {**ev, "candidate_id": "it0002", "parent_id": "it0001", "decision": {"verdict": "rejected"}}
     assert T.node_of(ev2, t).time == 0.25
     assert T.node_of({**ev, "candidate_file": None}, t) is None
-    assert T.chain_of(T.add(t, T.node_of(ev2, t)), "it0002") == ["baseline", "it0001", "it0002"]
 
 
 # ---------------------------------------------------------------- the tree in the loop's State

@@ -68,7 +68,7 @@ class State:
     def choose(self, n: int) -> searchtree.Choice:
         """The parent of proposal n (a pure rule on the tree and the proposals in flight), kept
         as in flight until n is decided."""
-        flying = [c for c in self.pending.values()]
+        flying = list(self.pending.values())
         ch = searchtree.choose(self.tree, self.search, self.champion_id, [c.parent for c in flying],
                            self.exploration, self.seed, self.repairs,
                            {c.repair.repair_of or c.repair.id for c in flying if c.repair})

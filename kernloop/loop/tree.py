@@ -31,7 +31,6 @@ EXPLORATION = LOOP_DEFAULTS["exploration"]   # c, 0.3: 0 always extends the fast
 REPAIRS = LOOP_DEFAULTS["repairs"]           # R, 2: repairs of one failed idea (LLM proposer)
 BASELINE = "baseline"
 DEAD_VERDICTS = ("incorrect", "failed", "invalid")
-SEARCHES = ("tree", "chain")
 
 
 @dataclass(frozen=True)
@@ -177,12 +176,3 @@ def choose(tree: Tree, search: str = "tree", champion: str = BASELINE, pending=(
     if search == "chain":
         return Choice(champion, "chain: the champion")
     return select(tree, pending, c, seed)
-
-
-def chain_of(tree: Tree, nid: str) -> list[str]:
-    """The lineage of a node, root first (the page's champion path)."""
-    out: list[str] = []
-    while nid is not None and nid in tree.nodes and nid not in out:
-        out.append(nid)
-        nid = tree.nodes[nid].parent
-    return out[::-1]
