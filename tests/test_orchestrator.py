@@ -239,3 +239,35 @@ def test_a_run_at_the_floor_stops_early_and_says_which_floor_and_how_close(tmp_p
     (log,) = (tmp_path / "runs").glob("*/run.jsonl")
     end = json.loads(log.read_text().splitlines()[-1])
     assert end["stopped"] == "floor" and end["iterations_done"] == 0 and end["stop_reason"] in line
+
+
+@pytest.mark.parametrize("search", ["tree", "chain"])
+def test_the_tree_reaches_a_kernel_through_a_slower_parent_and_the_chain_does_not(tmp_path, search):
+    """The real loop's iteration (contract, synthetic judge, decision) with a scripted proposer
+    (tests/scripted_proposer.py): 2 warps is 3% slower than the baseline (modeled), and only its
+    child, 64-row tiles, wins."""
+    from kernloop.propose.tuner import replace_config
+    from tests.scripted_proposer import ThroughSlowerParent
+    spec = load_spec(ROOT / "specs" / "matmul.yaml")
+    spec.loop["search"] = search
+    base = spec.baseline.read_text()
+    cfg = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=1, num_warps=4, num_stages=2)
+    prop = ThroughSlowerParent(replace_config(base, {**cfg, "num_warps": 2}),
+                               replace_config(base, {**cfg, "BLOCK_M": 64}), base)
+    run = tmp_path / "run"
+    (run / "candidates").mkdir(parents=True)
+    (run / "baseline.py").write_text(base)
+    st, backend = State(), SyntheticBackend()
+    st.configure(spec, tuner=False, seed=0)
+    try:
+        for n in (1, 2, 3):
+            ev, _ = orchestrator.run_iteration(n, st, spec, prop, backend, run, 0.02, 2.0)
+            st.apply(st.place(ev), None)
+    finally:
+        backend.close()
+    parents = [st.tree.nodes[f"it{n:04d}"].parent for n in (1, 2, 3)]
+    if search == "tree":
+        assert parents[:2] == ["baseline", "it0001"] and st.champion_id == "it0002"
+        assert st.tree.nodes["it0001"].time > 1.0 > st.tree.nodes["it0002"].time   # slower, then faster
+    else:
+        assert parents == ["baseline"] * 3 and st.champion_id == "baseline"
