@@ -216,6 +216,11 @@ def test_status_line_one_row_within_the_width():
     ev["note"] = "short"
     line = terminal.status_line(ev, 12, 30, synthetic=False)   # room to spare: the widest layout
     assert line.endswith("0.5000 ms, 0.50x the champion (0.2500 ms, same job) | short")
+    # a parent the search tree chose that is not the champion it was timed against: named first
+    line = terminal.status_line({**ev, "parent_id": "it0007", "timed_against": "it0009"}, 12, 30, synthetic=False)
+    assert line.endswith("(0.2500 ms, same job) | from it0007: short")
+    assert terminal.status_line({**ev, "parent_id": "it0009", "timed_against": "it0009"}, 12, 30,
+                                synthetic=False).endswith("| short")
     ev["decision"] = {"verdict": "failed", "reason": "LLM transport: HTTP 500\nafter 3 attempts"}
     ev["result"] = None
     line = terminal.status_line(ev, 12, 30, synthetic=True)
