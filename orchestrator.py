@@ -240,7 +240,7 @@ def open_run(args) -> Run:
     if backend.say is not None:   # the Nebius backend's progress lines (stderr)
         backend.say = terminal.printer(args.tag, stream=sys.stderr)
     st = State(compulsory_bytes(spec), backend.synthetic)
-    st.torch_start = spec.torch_baseline
+    st.configure(spec, isinstance(proposer, Tuner), args.seed)   # the torch start, the search tree's settings
     run = Run(args, spec, run_dir, log, st, backend, backend_why, proposer, proposer_note, researcher,
               say=terminal.printer(args.tag, quiet=args.quiet),   # every line tagged, within 120 columns
               budget=spec.loop["iterations"] if args.iterations is None else args.iterations,
@@ -348,8 +348,8 @@ def stop(run: Run) -> tuple[str, str] | None:
     interrupts.check()   # a signal whose handler was swallowed ends the run here
     st, max_minutes = run.st, run.args.max_minutes
     return decision.stop_rule(len(st.seen) if run.many else st.done, run.budget, st.since_promotion,
-                              run.patience, bool(run.tuner and run.tuner.exhausted), run.fatal,
-                              elapsed_s=run.duration_s(), max_s=max_minutes * 60 if max_minutes else None)
+                              run.patience, bool(run.tuner and run.tuner.exhausted), run.fatal, run.duration_s(),
+                              max_minutes * 60 if max_minutes else None, floor=st.floor_stop())   # speed of light
 
 
 def record(run: Run, ev: dict, is_fatal: bool) -> None:
@@ -370,7 +370,7 @@ def record(run: Run, ev: dict, is_fatal: bool) -> None:
     if ev["decision"]["promoted"]:
         ev["diagnosis"] = of_result(ev["result"], "candidate", st.cost)
     with interrupts.held():   # run_end's iterations_done counts every logged iteration
-        run.log.append("iteration", **ev)
+        run.log.append("iteration", **st.place(ev))   # its node in the search tree: timed_against, node_time
         st.apply(ev, run.tuner)
     secondlook.ask(run.backend, run.spec, ev, run.run_dir)
     run.say(status_line(ev, len(st.seen), run.budget, run.backend.synthetic))

@@ -13,6 +13,7 @@ import json
 import os
 import time
 
+from . import floor as floor_mod
 from . import kernelprofile, ncu
 from . import peers as peers_mod
 from . import promotion
@@ -115,6 +116,10 @@ def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=Non
                    kernel_sha256=None if args.candidate_torch else args.sources["candidate"][1],
                    # the host clock (interpret mode) measures nothing: one round there
                    max_rounds=None if device.type == "cuda" else 1)
+        if args.peers:   # beside the peers: the speed-of-light floor (memory-bound, GPU; checker/floor.py)
+            floor_mod.measure(torch, spec, result, kernel_call,
+                              lambda f: peers_mod.event_call(torch, f, xs, flush, timed_call),
+                              timing_mod.summarize, args.warmup, args.reps, device)
     except Preempted:
         raise
     except Exception as e:   # noqa: BLE001 - never fails the job: the verdict stands
@@ -123,7 +128,7 @@ def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=Non
 
 # What a cached second look depends on besides the spec, the kernel, the device and versions:
 # the code that measures it (these files, beside this one).
-CACHE_CODE = ("sight.py", "peers.py", "peerstats.py", "kernelprofile.py", "ncu.py", "timing.py", "validate.py")
+CACHE_CODE = ("sight.py", "floor.py", "peers.py", "peerstats.py", "kernelprofile.py", "ncu.py", "timing.py", "validate.py")
 # the optional peers' distributions: installed or not, and which version
 CACHE_PACKAGES = ("liger-kernel", "quack-kernels", "nvidia-cutlass-dsl")
 
@@ -165,6 +170,8 @@ def cached_in_judge(torch, spec, args, result, cand, timed, device, ref_dtype) -
         with open(path) as f:
             entry = json.load(f)
         result["peers"], result["profile"] = entry["peers"], entry["profile"]
+        if entry.get("floor"):
+            result["floor"] = entry["floor"]
         result["sight_cache"] = {"hit": True, "key": key, "made_at": entry.get("made_at"),
                                  "made_by": entry.get("made_by")}
         for block in (result["peers"], result["profile"]):
@@ -181,7 +188,7 @@ def cached_in_judge(torch, spec, args, result, cand, timed, device, ref_dtype) -
         return
     entry = {"peers": peers, "profile": prof, "key": key, "device": result.get("device"),
              "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "made_by": _run_of(args.spec)}
+             "made_by": _run_of(args.spec), "floor": result.get("floor")}
     try:
         os.makedirs(args.sight_cache, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"

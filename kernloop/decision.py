@@ -130,12 +130,16 @@ def speedup(base_ms, champ_ms) -> float | None:
 
 def stop_rule(done: int, budget: int, since_promotion: int, patience: int,
               exhausted: bool = False, fatal: str | None = None,
-              elapsed_s: float = 0.0, max_s: float | None = None) -> tuple[str, str] | None:
+              elapsed_s: float = 0.0, max_s: float | None = None,
+              floor: tuple[str, str] | None = None) -> tuple[str, str] | None:
     """Why the loop stops now, as (stopped, reason in words), or None to go on. `stopped` is a
     key of trajectory.STOPPED. patience 0 disables the no-progress rule; max_s None disables the
-    wall-clock budget (checked between iterations, never inside one)."""
+    wall-clock budget (checked between iterations, never inside one); `floor`: floor_stop's
+    verdict on the champion (None: not at the floor, or no floor measured)."""
     if fatal:
         return "fatal", f"stopped: {fatal}"
+    if floor:
+        return floor
     if done >= budget:
         return "budget", f"iteration budget reached ({budget})"
     if max_s is not None and elapsed_s >= max_s:
@@ -145,6 +149,25 @@ def stop_rule(done: int, budget: int, since_promotion: int, patience: int,
     if exhausted:
         return "exhausted", "search space exhausted"
     return None
+
+
+def floor_stop(champion: dict | None, floor: dict | None, best_peer: dict | None,
+               within: float = 0.03) -> tuple[str, str] | None:
+    """The speed-of-light stop: ("floor", reason) when the champion's mean is within `within` of
+    the floor's (a copy of the same bytes, timed as the kernels are: the judge's `floor`
+    {mean_ms, what, measured}) and its median is at or below the best peer's (none timed: the
+    floor alone decides). None without a floor: a result that measured none never stops a run."""
+    c = (champion or {}).get("mean_ms")
+    f = (floor or {}).get("mean_ms")
+    if not (_finite(c) and _finite(f)) or c <= 0 or f <= 0 or c > f * (1.0 + within):
+        return None
+    peer, cm = (best_peer or {}).get("median_ms"), (champion or {}).get("median_ms", c)
+    if _finite(peer) and _finite(cm) and cm > peer:
+        return None
+    how = "measured" if floor.get("measured") else "MODELED"
+    vs = f", peer {best_peer.get('name')} {peer:.4f} ms" if _finite(peer) else ", no peer timed"
+    return "floor", (f"speed of light: {c:.4f} ms, {c / f - 1.0:.1%} over the {how} floor {f:.4f} ms "
+                     f"({floor.get('what') or 'copy of the same bytes'}){vs}")
 
 
 def stop_reason(*args, **kwargs) -> str | None:

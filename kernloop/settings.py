@@ -83,7 +83,10 @@ class Var:
 # fills them in). The promotion bar's two are the checker's (checker/promotion.py), where the rule
 # is written and decision.decide takes its keyword defaults.
 LOOP_DEFAULTS = {"iterations": 30, "min_gain": promotion.MIN_GAIN, "research_after": 3, "patience": 0,
-                 "sigma": promotion.SIGMA, "parallel": 1}
+                 "sigma": promotion.SIGMA, "parallel": 1,
+                 # the search (kernloop/loop/tree.py): tree | chain, UCB1's exploration constant c,
+                 # repairs of a failed idea (LLM proposer), the speed-of-light stop's margin
+                 "search": "tree", "exploration": 0.3, "repairs": 2, "floor_within": 0.03}
 
 LLM_BASE_URL = "https://integrate.api.nvidia.com/v1"
 LLM_MODEL = "nvidia/nemotron-3-super-120b-a12b"

@@ -162,11 +162,9 @@ def _shapes(raw, path, fname, symbols):
     for i, s in enumerate(raw):
         if not isinstance(s, dict):
             raise SpecError(path, f"{fname}[{i}]", "must be a mapping like {M: 4096, N: 4096}")
-        missing = [x for x in symbols if x not in s]
-        if missing:
+        if missing := [x for x in symbols if x not in s]:
             raise SpecError(path, f"{fname}[{i}]", f"missing symbol(s) {missing}")
-        extra = [str(x) for x in s if x not in symbols]
-        if extra:
+        if extra := [str(x) for x in s if x not in symbols]:
             raise SpecError(path, f"{fname}[{i}].{extra[0]}",
                             f"unknown symbol (the inputs' shapes use {', '.join(symbols)})")
         for k, v in s.items():
@@ -356,7 +354,9 @@ def _loop(raw: dict, path: Path) -> dict:
             ("research_after", _is_int(loop["research_after"]) and loop["research_after"] >= 1, "must be a positive integer"),
             ("patience", _is_int(loop["patience"]) and loop["patience"] >= 0, "must be an integer >= 0 (0 = off)"),
             ("parallel", _is_int(loop["parallel"]) and loop["parallel"] >= 1, "must be an integer >= 1 (candidates in flight)"),
-            ("sigma", _is_num(loop["sigma"]) and 0 <= loop["sigma"] < 100, f"must be a number in [0, 100), got {loop['sigma']!r}")):
+            ("sigma", _is_num(loop["sigma"]) and 0 <= loop["sigma"] < 100, f"must be a number in [0, 100), got {loop['sigma']!r}"),
+            ("search", loop["search"] in ("tree", "chain"), "must be tree or chain"), ("repairs", _is_int(loop["repairs"]) and 0 <= loop["repairs"] < 100, "must be an integer in [0, 100) (0 = off)"),
+            *((k, _is_num(loop[k]) and 0 <= loop[k] < hi, f"must be a number in [0, {hi})") for k, hi in (("exploration", 100), ("floor_within", 1)))):
         if not ok:
             raise SpecError(path, f"loop.{key}", msg)
     return loop

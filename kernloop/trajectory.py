@@ -91,7 +91,12 @@ class Iteration(Common, total=False):
     candidate_file: str | None  # candidates/itNNNN.py, None when the proposal produced no code
     candidate_sha256: str | None  # sha256 of that file's bytes: what the contract judged and the judge must run
     candidate_config: dict | None  # the candidate's CONFIG dict, as parsed once by contract.read_config
-    parent_id: str              # the champion the candidate was proposed from
+    parent_id: str              # the node the candidate was proposed from: the search tree's pick (the champion with `search: chain`)
+    selection: str | None       # why that parent: the rule's words (UCB1 score, a repair, chain)
+    timed_against: str | None   # the champion its deciding job timed it against
+    node_time: float | None     # its time chained back to the baseline (1.0): the judge's ratio to timed_against times that one's node_time; None when not timed
+    repair_of: str | None       # the failed candidate (the first of its idea) this one repairs, same parent
+    repair_attempt: int         # which repair of that idea (1..loop.repairs)
     proposer: str               # tuner | nemotron
     model: str | None           # the LLM's model id
     note: str                   # the proposer's one-line note
@@ -138,6 +143,7 @@ STOPPED = {   # run_end.stopped: the machine-readable stop; stop_reason says it 
     "fatal": "the proposer failed in a way that cannot be retried (e.g. a bad key)",
     "interrupted": "Ctrl-C or SIGTERM",
     "baseline_failed": "the spec's baseline did not pass the checker",
+    "floor": "speed of light: the champion is within loop.floor_within of the measured floor and at or above the best peer",
 }
 
 

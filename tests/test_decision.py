@@ -161,3 +161,25 @@ def test_a_result_counts_only_for_the_bytes_judged():
     assert same_bytes(ok, {"candidate": None, "champion": None}) is ok   # torch sides, old logs
     failed = {"ok": False, "error": "x"}
     assert same_bytes(failed, {"candidate": "zz"}) is failed
+
+
+# ---------------------------------------------------------------- the speed-of-light stop
+
+def test_floor_stop_fires_within_n_percent_of_the_floor_and_at_or_above_the_best_peer():
+    from kernloop.decision import floor_stop, stop_rule
+    floor = {"mean_ms": 1.0, "what": "a copy of 64 MB", "measured": True}
+    champ = {"mean_ms": 1.029, "median_ms": 1.02}
+    stopped, why = floor_stop(champ, floor, {"name": "torch.compile", "median_ms": 1.05})
+    assert stopped == "floor" and why.startswith("speed of light: 1.0290 ms, 2.9% over the measured floor")
+    assert "floor 1.0000 ms (a copy of 64 MB), peer torch.compile 1.0500 ms" in why
+    assert floor_stop({"mean_ms": 1.031}, floor, None) is None                     # 3.1% off: go on
+    assert floor_stop(champ, floor, {"name": "liger", "median_ms": 1.01}) is None  # a peer is faster
+    assert floor_stop(champ, floor, None)[1].endswith("no peer timed")
+    assert floor_stop(champ, floor, None, within=0.01) is None                     # the knob
+    # no floor in the result: the rule never fires, however fast the champion
+    for none in (None, {}, {"mean_ms": None}, {"mean_ms": float("nan")}, {"mean_ms": 0.0}):
+        assert floor_stop({"mean_ms": 1e-9}, none, None) is None
+    assert "MODELED floor" in floor_stop(champ, {**floor, "measured": False}, None)[1]
+    # it ends the run before the budget does, and a fatal error still comes first
+    assert stop_rule(5, 30, 0, 0, floor=("floor", why)) == ("floor", why)
+    assert stop_rule(5, 30, 0, 0, fatal="401", floor=("floor", why))[0] == "fatal"

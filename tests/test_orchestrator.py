@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -215,8 +216,63 @@ def test_status_line_one_row_within_the_width():
     ev["note"] = "short"
     line = terminal.status_line(ev, 12, 30, synthetic=False)   # room to spare: the widest layout
     assert line.endswith("0.5000 ms, 0.50x the champion (0.2500 ms, same job) | short")
+    # a parent the search tree chose that is not the champion it was timed against: named first
+    line = terminal.status_line({**ev, "parent_id": "it0007", "timed_against": "it0009"}, 12, 30, synthetic=False)
+    assert line.endswith("(0.2500 ms, same job) | from it0007: short")
+    assert terminal.status_line({**ev, "parent_id": "it0009", "timed_against": "it0009"}, 12, 30,
+                                synthetic=False).endswith("| short")
     ev["decision"] = {"verdict": "failed", "reason": "LLM transport: HTTP 500\nafter 3 attempts"}
     ev["result"] = None
     line = terminal.status_line(ev, 12, 30, synthetic=True)
     assert "\n" not in line and line.startswith("SYNTHETIC [") and "failed    LLM transport" in line
     assert line.endswith(" | short")
+
+
+def test_a_run_at_the_floor_stops_early_and_says_which_floor_and_how_close(tmp_path):
+    """The synthetic backend models a copy of the same bytes for a memory-bound spec (labelled
+    MODELED); with loop.floor_within 0.6 the naive softmax is already close enough."""
+    spec = tmp_path / "s.yaml"
+    text = (ROOT / "specs" / "softmax.yaml").read_text()
+    spec.write_text("\n".join("loop: {iterations: 6, floor_within: 0.6}" if ln.startswith("loop:") else ln
+                              for ln in text.splitlines()))
+    shutil.copyfile(ROOT / "specs" / "softmax_naive.py", tmp_path / "softmax_naive.py")
+    p = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "--spec", str(spec), "--backend",
+                        "synthetic", "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (line,) = [ln for ln in p.stdout.splitlines() if "done: speed of light:" in ln]
+    assert "% over the MODELED floor" in line and "(copy of 134.2 MB), no peer timed" in line
+    (log,) = (tmp_path / "runs").glob("*/run.jsonl")
+    end = json.loads(log.read_text().splitlines()[-1])
+    assert end["stopped"] == "floor" and end["iterations_done"] == 0 and end["stop_reason"] in line
+
+
+@pytest.mark.parametrize("search", ["tree", "chain"])
+def test_the_tree_reaches_a_kernel_through_a_slower_parent_and_the_chain_does_not(tmp_path, search):
+    """The real loop's iteration (contract, synthetic judge, decision) with a scripted proposer
+    (tests/scripted_proposer.py): 2 warps is 3% slower than the baseline (modeled), and only its
+    child, 64-row tiles, wins."""
+    from kernloop.propose.tuner import replace_config
+    from tests.scripted_proposer import ThroughSlowerParent
+    spec = load_spec(ROOT / "specs" / "matmul.yaml")
+    spec.loop["search"] = search
+    base = spec.baseline.read_text()
+    cfg = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=1, num_warps=4, num_stages=2)
+    prop = ThroughSlowerParent(replace_config(base, {**cfg, "num_warps": 2}),
+                               replace_config(base, {**cfg, "BLOCK_M": 64}), base)
+    run = tmp_path / "run"
+    (run / "candidates").mkdir(parents=True)
+    (run / "baseline.py").write_text(base)
+    st, backend = State(), SyntheticBackend()
+    st.configure(spec, tuner=False, seed=0)
+    try:
+        for n in (1, 2, 3):
+            ev, _ = orchestrator.run_iteration(n, st, spec, prop, backend, run, 0.02, 2.0)
+            st.apply(st.place(ev), None)
+    finally:
+        backend.close()
+    parents = [st.tree.nodes[f"it{n:04d}"].parent for n in (1, 2, 3)]
+    if search == "tree":
+        assert parents[:2] == ["baseline", "it0001"] and st.champion_id == "it0002"
+        assert st.tree.nodes["it0001"].time > 1.0 > st.tree.nodes["it0002"].time   # slower, then faster
+    else:
+        assert parents == ["baseline"] * 3 and st.champion_id == "baseline"

@@ -136,3 +136,24 @@ def test_synthetic_run_says_modeled_carries_configs_and_replays_the_failed_answe
     assert end["event"] == "run_end" and "(MODELED)" in end["final_line"]
     assert "best peer" not in end["final_line"]
     assert end["final_line"].endswith("; peers are not timed on the synthetic backend")
+
+
+def test_the_prompt_shows_the_parent_the_tree_chose_and_a_repair_s_error():
+    champ = SPEC.baseline.read_text()
+    parent = _with_config(champ, "an earlier, slower idea", BLOCK_SIZE=2048)
+    ctx = ProposalContext(spec=SPEC, iteration=5, champion_code=champ, champion_id="it0002",
+                          champion_profile=dict(RESULT["candidate"]), parent_id="it0003",
+                          parent_code=parent, selection="UCB1: score 1.250",
+                          repair={"of": "it0004", "root": "it0004", "attempt": 1, "repairs": 2,
+                                  "error": "rel-L2 0.3 > 0.01 on 9x100", "code": "# NOTE: the failed file\n"})
+    text = "\n".join(m["content"] for m in prompt.build_prompt(ctx, 16000))
+    assert "## Parent code (`it0003`), the file to improve" in text and "UCB1: score 1.250" in text
+    assert "not the champion `it0002`" in text and "an earlier, slower idea" in text
+    assert "## Champion code" not in text
+    assert "## Repair 1/2: your candidate `it0004`" in text and "rel-L2 0.3 > 0.01 on 9x100" in text
+    assert "# NOTE: the failed file" in text
+    # the champion as parent (search: chain, or the tree's pick): the prompt is the one before the tree
+    same = ProposalContext(spec=SPEC, iteration=5, champion_code=champ, champion_id="it0002",
+                           champion_profile={}, parent_id="it0002", parent_code=champ)
+    plain = "\n".join(m["content"] for m in prompt.build_prompt(same, 16000))
+    assert "## Champion code (`it0002`), the file to improve" in plain and "## Repair" not in plain

@@ -44,6 +44,10 @@ def configs(run: Path) -> list:
     return [e.get("candidate_config") for e in events(run) if e["event"] == "iteration"]
 
 
+def tree(run: Path) -> list:
+    return [(e["parent_id"], e["selection"], e["node_time"]) for e in events(run) if e["event"] == "iteration"]
+
+
 def start_and_interrupt(args, cwd, out: Path, after_iterations: int, sig) -> Path:
     # as from a terminal: Ctrl-C raises KeyboardInterrupt even when this test runs in a
     # background job (which starts children with SIGINT ignored)
@@ -126,6 +130,8 @@ def test_interrupted_tuner_run_resumes_exactly_as_the_uninterrupted_one(tmp_path
                        text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert configs(run) == expected            # same candidates, same order
+    # the same search tree: every node's parent, the rule's reason for it, its chained time
+    assert tree(run) == tree(full) and len({p for p, _, _ in tree(full)}) > 1
     evs = events(run)
     ends = [e for e in evs if e["event"] == "run_end"]
     assert len(ends) == 2 and ends[-1]["stopped"] == "budget" and ends[-1]["iterations_done"] == n

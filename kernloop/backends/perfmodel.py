@@ -181,6 +181,11 @@ TORCH_MODEL = ("modeled as a vendor kernel: max(flops at 70% of peak (matmul mod
                "compulsory bytes at 80% of HBM bandwidth) + launch")
 
 
+def copy_ms(nbytes: float) -> float:
+    """Modeled time in milliseconds of a device copy of the same bytes: the memory floor."""
+    return (nbytes / HBM_BW + LAUNCH_S) * 1e3
+
+
 def torch_ms(model: str, flops: float, nbytes: float) -> float:
     """Modeled time in milliseconds of the torch reference (cuBLAS / ATen) on the timed shape."""
     t_compute = flops / (PEAK_FLOPS * 0.70) if model == "matmul" else 0.0

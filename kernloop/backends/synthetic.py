@@ -117,5 +117,8 @@ class SyntheticBackend(Backend):
             res[side] = summarize(self._samples(means[side], reps, side, job), warm)
         res["roofline"] = {s: roofline(res[s], cost, ceil) for s in ("candidate", "champion")}
         res["ceilings"] = ceil
+        if spec.model != "matmul":   # memory-bound: a copy of the same bytes at the modeled bandwidth
+            res["floor"] = {**summarize(self._samples(perfmodel.copy_ms(nbytes), reps, "floor", job), warm),
+                            "what": f"copy of {nbytes / 1e6:.1f} MB", "measured": False}
         res["stage"] = "done"
         return res

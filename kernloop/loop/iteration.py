@@ -28,13 +28,14 @@ def save_proposal(run_dir: Path, cid: str, prop: Proposal) -> dict:
 
 
 def proposal_context(n: int, st, spec: Spec, run_dir: Path) -> ProposalContext:
-    """What the proposer sees for iteration n: a snapshot of the loop's state now."""
+    """What the proposer sees for iteration n: a snapshot of the loop's state now, and the parent
+    the search tree chose for it (State.choose)."""
     return ProposalContext(spec=spec, iteration=n, champion_code=(run_dir / st.champion_file).read_text(),
                            champion_id=st.champion_id, champion_profile=st.champion_profile,
                            standing=st.standing,
                            rejections=list(st.rejections), research_notes=st.notes,
                            last_parse_error=st.last_parse_error, last_promoted=st.last_promoted,
-                           champion_config=st.champion_config)
+                           champion_config=st.champion_config, **st.parent_fields(st.choose(n), run_dir))
 
 
 def candidate_event(n: int, ctx: ProposalContext, prop: Proposal, spec: Spec, run_dir: Path,
@@ -42,7 +43,9 @@ def candidate_event(n: int, ctx: ProposalContext, prop: Proposal, spec: Spec, ru
     """Save the proposal and screen it with the contract. Returns (iteration event fields, ready
     to evaluate); an event that is not ready already holds its (invalid) decision."""
     cid = f"it{n:04d}"
-    ev = {"iteration": n, "candidate_id": cid, "candidate_file": None, "parent_id": ctx.champion_id,
+    ev = {"iteration": n, "candidate_id": cid, "candidate_file": None,
+          "parent_id": ctx.parent_id or ctx.champion_id, "selection": ctx.selection,
+          **({"repair_of": ctx.repair["root"], "repair_attempt": ctx.repair["attempt"]} if ctx.repair else {}),
           "proposer": prop.proposer, "model": prop.model, "note": prop.note,
           "proposal": {**prop.meta, **save_proposal(run_dir, cid, prop),
                        "latency_s": prop.meta.get("latency_s", round(time.monotonic() - t0, 3)),

@@ -34,13 +34,16 @@ def _speed(cand: float, champ: float, synthetic: bool, level: int) -> str:
 
 def status_line(ev: dict, done: int, n_total: int, synthetic: bool, width: int = STATUS_WIDTH) -> str:
     """One row: progress (decided so far, so it never goes backwards with --parallel), the
-    candidate, its verdict, its time and speed (or the reason it has none), then the note.
+    candidate, its verdict, its time and speed (or the reason it has none), then the note (after
+    the parent, when the search tree chose one other than the champion it was timed against).
     A timed row takes the widest of a few layouts that leaves the note NOTE_MIN columns; an
     untimed row cuts its reason instead. The note is cut to what fits, never to nothing."""
     d = ev.get("decision") or {}
     res = Result.of(ev.get("result"))
     cand, champ = res.candidate_ms, res.champion_ms
     note = clip(ev.get("note") or "", 10 * width)
+    if ev.get("parent_id") and ev.get("timed_against") and ev["parent_id"] != ev["timed_against"]:
+        note = f"from {ev['parent_id']}: {note}"   # the search tree's parent, not the champion
     want = min(NOTE_MIN, len(note)) + 3 if note else 0   # " | " and the note's minimum
     tag = "SYNTHETIC " if synthetic else ""
     fill = min(BAR, int(BAR * done / max(n_total, 1)))

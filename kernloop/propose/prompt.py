@@ -134,13 +134,33 @@ def _user_message(ctx: ProposalContext, rejections: list[dict], omitted: int,
         parts.append("## Your previous answer could not be used\n"
                      f"Reason: {clip(ctx.last_parse_error, PARSE_ERROR_CHARS)}\n"
                      "Follow the answer format in the contract exactly.")
-    parts.append(f"## Champion code (`{ctx.champion_id}`), the file to improve\n"
-                 f"```python\n{ctx.champion_code.rstrip()}\n```")
+    parts.append(_base_section(ctx))
+    if ctx.repair:
+        parts.append(_repair_section(ctx.repair))
     parts.append(f"## Your task (iteration {ctx.iteration})\n"
                  "Write a faster version of this file, correct on every shape. Answer with the "
                  "complete Python file only, starting with the `# NOTE:` line, as the contract "
                  "says.")
     return {"role": "user", "content": "\n\n".join(parts)}
+
+
+def _base_section(ctx: ProposalContext) -> str:
+    """The file to improve: the champion, or the parent the search tree chose (it says why)."""
+    if ctx.parent_id is None or ctx.parent_id == ctx.champion_id:
+        return (f"## Champion code (`{ctx.champion_id}`), the file to improve\n"
+                f"```python\n{ctx.champion_code.rstrip()}\n```")
+    return (f"## Parent code (`{ctx.parent_id}`), the file to improve\n"
+            f"The search chose this earlier candidate, not the champion `{ctx.champion_id}`, as the "
+            f"start ({clip(ctx.selection or '', NOTE_CHARS, one_line=True)}). Your file is still "
+            f"timed against the champion.\n```python\n{ctx.base_code.rstrip()}\n```")
+
+
+def _repair_section(repair: dict) -> str:
+    """A failed candidate written from this parent, with its error: fix it (a repair, at most R)."""
+    return (f"## Repair {repair.get('attempt')}/{repair.get('repairs')}: your candidate `{repair.get('of')}`, "
+            f"written from the file above, failed\nError: {clip(repair.get('error') or '?', REJECTION_REASON_CHARS)}\n"
+            f"```python\n{clip(repair.get('code') or '', FAILED_ANSWER_CHARS).rstrip()}\n```\n"
+            "Keep its idea and make it compile, run and match the reference on every shape.")
 
 
 def build_prompt(ctx: ProposalContext, budget_tokens: int,

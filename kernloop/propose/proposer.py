@@ -23,6 +23,21 @@ class ProposalContext:
     last_promoted: bool = False          # the previous iteration's candidate became champion
     champion_config: dict | None = None  # the champion's CONFIG as the log recorded it (parsed once)
     standing: dict | None = None   # briefing.standing(): device, ceilings, peers, profile, diagnosis, synthetic
+    # The node the search tree chose to start from (kernloop/loop/tree.py); None: the champion.
+    parent_id: str | None = None
+    parent_code: str | None = None       # its full source
+    parent_config: dict | None = None    # its CONFIG as the log recorded it
+    selection: str | None = None         # why the search chose it
+    repair: dict | None = None           # a failed candidate of this parent to fix: {of, root, attempt, repairs, error, code}
+
+    @property
+    def base_code(self) -> str:
+        """The file this proposal starts from: the parent's, else the champion's."""
+        return self.champion_code if self.parent_code is None else self.parent_code
+
+    @property
+    def base_config(self) -> dict | None:
+        return self.champion_config if self.parent_code is None else self.parent_config
 
 
 @dataclass

@@ -297,8 +297,9 @@ class Tuner:
 
     def propose(self, ctx: ProposalContext) -> Proposal:
         self.elem_bytes = DTYPE_BYTES.get(getattr(ctx.spec, "dtype", None), self.elem_bytes)
-        code, cfg = ctx.champion_code, ctx.champion_config or read_config(ctx.champion_code)
-        if cfg is None and self.start is not None:   # torch is champion: tune the template
+        code = ctx.base_code   # the parent the search tree chose (the champion with `search: chain`)
+        cfg = ctx.base_config or read_config(code)
+        if cfg is None and self.start is not None:   # the torch reference: tune the template
             code, cfg = self.start.code, dict(self.start.config)
             if _key(cfg) not in self.tried:
                 self.mark_tried(cfg)
@@ -306,7 +307,7 @@ class Tuner:
                 return Proposal(code=code, note=note, proposer="tuner", meta={"config": cfg})
         if cfg is None:
             return Proposal(code=None, note="", proposer="tuner",
-                            error="champion has no CONFIG literal the tuner can rewrite")
+                            error="the parent has no CONFIG literal the tuner can rewrite")
         new, note = self.next_config(cfg, ctx.last_promoted)
         if new is None:
             self.exhausted = True
