@@ -94,3 +94,50 @@ def test_a_build_that_cannot_be_used_is_one_error_line_and_leaves_nothing(tmp_pa
     (line,) = [ln for ln in unwrap(p.stderr) if ln.startswith("error:")]
     assert says in line and "Traceback" not in p.stderr
     assert not (tmp_path / "runs").exists()
+
+
+# ---------------------------------------------------------------- exact calls (kernloop/model/calls.py)
+
+def cards_with_calls(build) -> list[dict]:
+    """The cards of `build()`'s model with their exact calls, in this process (CPU)."""
+    from kernloop.model import calls, capture
+    model, inputs = build()
+    cards = amdahl.rank(capture.capture(model, inputs, device="cpu", forwards=1)["cards"])
+    calls.attach(cards, calls.record(model, inputs))
+    return cards
+
+
+def test_each_card_of_the_example_mlp_has_its_exact_call():
+    sys.path.insert(0, str(ROOT / "examples"))
+    import mlp
+    cards = cards_with_calls(mlp.build_small)
+    by_op = {}
+    for c in cards:
+        by_op.setdefault(c["op"], []).append(c)
+    (gelu,) = by_op["aten::gelu"]
+    assert gelu["call"] == {"fn": "torch.nn.functional.gelu", "kwargs": {"approximate": "none"}, "args": [
+        {"tensor": {"shape": [64, 512], "dtype": "float32", "stride": [512, 1], "param": False}}]}
+    norms = {tuple(c["inputs"][0]): c["call"] for c in by_op["aten::layer_norm"]}
+    assert norms[(64, 128)]["fn"] == "torch.nn.functional.layer_norm"
+    (x, shape), kw = norms[(64, 128)]["args"], norms[(64, 128)]["kwargs"]
+    assert shape == [128] and kw["eps"] == pytest.approx(1e-5) and kw["weight"]["tensor"]["param"]
+    assert x["tensor"] == {"shape": [64, 128], "dtype": "float32", "stride": [128, 1], "param": False}
+    for lin in by_op["aten::linear"]:
+        x, w, b = lin["call"]["args"]
+        assert lin["call"]["fn"] == "torch.nn.functional.linear" and w["tensor"]["param"] and b["tensor"]["param"]
+        assert [x["tensor"]["shape"], w["tensor"]["shape"]] == lin["inputs"][:2]
+
+
+def test_the_arguments_the_profiler_drops_are_kept():
+    import torch
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(torch.nn.functional.gelu(x.t(), approximate="tanh"), dim=0)
+
+    cards = cards_with_calls(lambda: (Net().eval(), (torch.randn(6, 10),)))
+    calls = {c["op"]: c["call"] for c in cards}
+    assert calls["aten::gelu"]["kwargs"] == {"approximate": "tanh"}
+    assert calls["aten::gelu"]["args"][0]["tensor"]["stride"] == [1, 10]   # the transposed view
+    assert calls["aten::softmax"]["fn"] == "torch.softmax" and calls["aten::softmax"]["kwargs"] == {"dim": 0}
+    assert calls["aten::t"]["fn"] == "torch.Tensor.t"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kernloop.errors import ArgParser
 from kernloop.loop import terminal
-from kernloop.model import amdahl, capture
+from kernloop.model import amdahl, calls, capture
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -67,6 +67,7 @@ def main(argv) -> int:
     ranked = amdahl.rank(got["cards"])
     for i, c in enumerate(ranked, 1):
         c["id"] = f"c{i:02d}"
+    calls.attach(ranked, calls.record(ready.model, ready.inputs))   # each card's exact call
     doc = {"model": args.source, "dtype": args.dtype, **got, "cards": ranked,
            "picked": amdahl.pick(ranked, args.top, args.min_share)}
     stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(args.source.rpartition(":")[0]).stem)
