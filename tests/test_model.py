@@ -62,6 +62,10 @@ def test_the_example_block_is_captured_into_cards_that_add_up_to_its_forward(tmp
     assert [c["id"] for c in cards] == [f"c{i:02d}" for i in range(1, len(cards) + 1)]
     assert cards == amdahl.rank(cards) and doc["picked"] == amdahl.pick(cards, 4, 0.05)
     assert all(c["dtypes"][0] == "float32" for c in linear.values())
+    (folder,) = tmp_path.iterdir()
+    picked = [c for c in cards if c["id"] in doc["picked"]]
+    assert picked and all((folder / c["spec"]).is_file() for c in picked if c["spec"])
+    assert all(c["spec"] or c["spec_why"] for c in picked) and all("spec" not in c for c in cards if c not in picked)
 
 
 def test_a_model_the_project_never_saw_goes_through_capture(tmp_path):
@@ -141,3 +145,37 @@ def test_the_arguments_the_profiler_drops_are_kept():
     assert calls["aten::gelu"]["args"][0]["tensor"]["stride"] == [1, 10]   # the transposed view
     assert calls["aten::softmax"]["fn"] == "torch.softmax" and calls["aten::softmax"]["kwargs"] == {"dim": 0}
     assert calls["aten::t"]["fn"] == "torch.Tensor.t"
+
+
+# ---------------------------------------------------------------- a spec per card (kernloop/model/cardspec.py)
+
+def test_a_picked_card_becomes_a_spec_the_loader_accepts_and_a_card_that_cannot_says_why(tmp_path):
+    import torch
+    from kernloop.model import cardspec
+    from kernloop.spec import load_spec
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(24)
+
+        def forward(self, x):
+            a, b = torch.nn.functional.gelu(self.norm(x), approximate="tanh").split(12, dim=-1)
+            return a * b
+
+    cards = cards_with_calls(lambda: (Net().eval(), (torch.randn(10, 24),)))
+    for i, c in enumerate(cards, 1):
+        c["id"] = f"c{i:02d}"
+    ids = {c["op"]: c["id"] for c in cards}
+    doc = {"model": "net.py:build", "cards": cards,
+           "picked": [ids["aten::gelu"], ids["aten::layer_norm"], ids["aten::split"]]}
+    cardspec.write_all(doc, tmp_path, "kernloop model --from net.py:build")
+    got = {c["op"]: c for c in cards}
+    gelu = load_spec(tmp_path / got["aten::gelu"]["spec"])
+    assert gelu.reference == "torch.nn.functional.gelu(x, approximate='tanh')" and gelu.torch_baseline
+    assert gelu.entry == gelu.name == f"{ids['aten::gelu']}_gelu" and gelu.shapes[0] == {"M": 10, "N": 24}
+    assert gelu.tolerance == 0.002 and gelu.input_names == ["x"]
+    norm = load_spec(tmp_path / got["aten::layer_norm"]["spec"])   # the weights are inputs too
+    assert norm.input_names == ["x", "w", "v"] and "[x.shape[1]]" in norm.reference
+    assert got["aten::split"]["spec"] is None and "returns tuple, not one tensor" in got["aten::split"]["spec_why"]
+    assert "spec" not in got["aten::mul"]   # not picked: no spec

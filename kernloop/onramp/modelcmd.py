@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kernloop.errors import ArgParser
 from kernloop.loop import terminal
-from kernloop.model import amdahl, calls, capture
+from kernloop.model import amdahl, calls, capture, cardspec
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -73,6 +73,7 @@ def main(argv) -> int:
     stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(args.source.rpartition(":")[0]).stem)
     folder = Path(args.out) / f"model-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}"
     folder.mkdir(parents=True)
+    cardspec.write_all(doc, folder, "kernloop model " + " ".join(argv))   # a spec per picked card
     (folder / "cards.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     say = terminal.printer()
     say(f"model {args.source} on {device}: {len(ranked)} cards, {got['ms_per_forward']:.4f} ms a forward "
@@ -80,5 +81,8 @@ def main(argv) -> int:
     for row in table(doc):
         print(row)
     say(f"picked for a run: {', '.join(doc['picked']) or 'none (no card with a template family and its share)'}")
+    for c in ranked:
+        if c["id"] in doc["picked"]:
+            print(f"{c['id']} spec: {folder / c['spec']}" if c["spec"] else f"{c['id']} no spec: {c['spec_why']}")
     print(f"cards: {folder / 'cards.json'}")
     return 0
