@@ -151,7 +151,7 @@ def test_the_arguments_the_profiler_drops_are_kept():
 
 def test_a_picked_card_becomes_a_spec_the_loader_accepts_and_a_card_that_cannot_says_why(tmp_path):
     import torch
-    from kernloop.model import cardspec
+    from kernloop.onramp import cardspec
     from kernloop.spec import load_spec
 
     class Net(torch.nn.Module):

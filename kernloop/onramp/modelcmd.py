@@ -11,7 +11,8 @@ from pathlib import Path
 
 from kernloop.errors import ArgParser
 from kernloop.loop import terminal
-from kernloop.model import amdahl, calls, capture, cardspec
+from kernloop.model import amdahl, calls, capture
+from kernloop.onramp import cardspec
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
