@@ -179,3 +179,37 @@ def test_a_picked_card_becomes_a_spec_the_loader_accepts_and_a_card_that_cannot_
     assert norm.input_names == ["x", "w", "v"] and "[x.shape[1]]" in norm.reference
     assert got["aten::split"]["spec"] is None and "returns tuple, not one tensor" in got["aten::split"]["spec_why"]
     assert "spec" not in got["aten::mul"]   # not picked: no spec
+
+
+# ---------------------------------------------------------------- the loop on each card (model --run)
+
+def test_the_budget_is_split_by_share_and_the_prediction_is_amdahls():
+    assert amdahl.split(10, [0.5, 0.3, 0.2]) == [5, 3, 2] and amdahl.split(3, [0.7, 0.2, 0.1]) == [2, 1, 0]
+    assert sum(amdahl.split(7, [0.41, 0.33, 0.26])) == 7 and amdahl.split(4, []) == []
+    assert amdahl.predict([(0.5, 2.0)]) == pytest.approx(amdahl.gain(0.5, 2.0))
+    assert amdahl.predict([(0.25, 2.0), (0.25, 2.0)]) == pytest.approx(amdahl.gain(0.5, 2.0))
+
+
+@pytest.mark.slow
+def test_model_run_runs_the_loop_on_each_picked_card_on_the_synthetic_backend(tmp_path):
+    from kernloop.trajectory import read_events
+    p = model_cli("--from", "examples/mlp.py:build_small", "--out", tmp_path, "--top", 2, "--run",
+                  "--iterations", 3, "--backend", "synthetic", "--proposer", "tuner")
+    doc = cards_of(p, tmp_path)
+    (folder,) = tmp_path.iterdir()
+    picked = [c for c in doc["cards"] if c["id"] in doc["picked"]]
+    assert len(picked) == 2 and sum(c["iterations"] for c in picked) == 3
+    for c in picked:
+        assert c["spec"] and c["run"] and c["outcome"]["ended"] and c["outcome"]["synthetic"]
+        events = read_events(folder / c["run"] / "run.jsonl")   # an ordinary run: its own log and page
+        assert events[0]["event"] == "run_start" and events[-1]["event"] == "run_end"
+        assert all(e["synthetic"] and e["backend"] == "synthetic" for e in events)
+        assert (folder / c["run"] / "trajectory.html").is_file()
+        assert len([e for e in events if e["event"] == "iteration"]) == c["iterations"]
+        assert f"{c['id']} {c['op']}: SYNTHETIC (modeled) run {c['run']}" in " ".join(unwrap(p.stdout))
+
+
+def test_run_options_without_run_are_one_error_line(tmp_path):
+    p = model_cli("--from", "examples/mlp.py:build_small", "--out", tmp_path, "--iterations", 3)
+    assert p.returncode == 2 and "--iterations, --backend and --proposer are for --run" in p.stderr
+    assert not tmp_path.joinpath("x").exists() and list(tmp_path.iterdir()) == []

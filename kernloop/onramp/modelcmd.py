@@ -12,7 +12,7 @@ from pathlib import Path
 from kernloop.errors import ArgParser
 from kernloop.loop import terminal
 from kernloop.model import amdahl, calls, capture
-from kernloop.onramp import cardspec
+from kernloop.onramp import cardspec, modelrun
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -29,9 +29,22 @@ def parse_args(argv):
     p.add_argument("--min-share", type=float, default=0.05, help="least share of the forward a picked card "
                                                                   "has (default 0.05)")
     p.add_argument("--out", default="runs", help="folder for the model's folder (default: runs)")
+    p.add_argument("--run", action="store_true", help="then run the loop on each picked card's spec, one "
+                                                      "ordinary run after another")
+    p.add_argument("--iterations", type=int, help="with --run: the whole iteration budget, split by share "
+                                                  "(default: 8 a picked card)")
+    p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius", "ray"],
+                   help="with --run: where candidates run (as `run --backend`)")
+    p.add_argument("--proposer", default="auto", choices=["auto", "tuner", "llm"],
+                   help="with --run: as `run --proposer`")
+    p.add_argument("--seed", type=int, default=0, help="with --run: as `run --seed`")
     args = p.parse_args(argv)
     if args.forwards < 1 or args.top < 0 or not 0 <= args.min_share <= 1:
         p.error("--forwards must be >= 1, --top >= 0, --min-share in [0, 1]")
+    if args.iterations is not None and args.iterations < 0 or args.seed < 0:
+        p.error("--iterations and --seed must be >= 0")
+    if not args.run and (args.iterations is not None or args.backend != "auto" or args.proposer != "auto"):
+        p.error("--iterations, --backend and --proposer are for --run")
     return args
 
 
@@ -86,4 +99,10 @@ def main(argv) -> int:
         if c["id"] in doc["picked"]:
             print(f"{c['id']} spec: {folder / c['spec']}" if c["spec"] else f"{c['id']} no spec: {c['spec_why']}")
     print(f"cards: {folder / 'cards.json'}")
+    if args.run:
+        total = 8 * len(doc["picked"]) if args.iterations is None else args.iterations
+        modelrun.run_cards(doc, folder, total, args.backend, args.proposer, args.seed, say)
+        for line in modelrun.summary(doc):
+            say(line)
+        print(f"cards: {folder / 'cards.json'}")
     return 0
