@@ -1,0 +1,179 @@
+"""`kernloop.apply(model, model_dir)`: the model with each card's judged, faster champion used in place of the torch call it was verified against, behind a guard (the exact shapes, dtypes, strides, device and arguments; eager for any other call), and `kernloop.unapply(model)` to undo it.
+
+    model = kernloop.apply(model, "runs/model-20260101-120000-block")
+    for line in model._kernloop.lines(): print(line)       # which cards were applied, which fell back and why
+    kernloop.unapply(model)
+
+The model is changed in place and returned: its `forward` runs under a TorchFunctionMode that
+sees the same top-level calls the capture recorded. A card is applied only if its run ended with a
+measured (never synthetic) champion that is a kernel, faster than the torch op by the run's own
+log (read through kernloop/trajectory.py, nothing decided again), and champion.py holds exactly
+the bytes the judge passed (its sha256).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernloop.errors import KernLoopError
+from kernloop.model import calls
+from kernloop.model.outcome import outcome
+from kernloop.spec import load_spec
+
+
+class ApplyError(KernLoopError):
+    """A model folder apply cannot read (no cards.json): one line, exit 2."""
+
+
+@dataclass
+class Swap:
+    """One card's champion, used for the one exact call it was verified on."""
+    card: str
+    func: object                # the torch function the model calls (resolved from the card's call)
+    call: dict                  # the exact call: {fn, args, kwargs} as calls.describe writes it
+    kernel: object              # the champion's entry function
+    share: float
+    speedup: float
+    hits: int = 0
+
+
+@dataclass
+class Applied:
+    """What apply did to a model (kept on it as `model._kernloop` until unapply)."""
+    device: str
+    swaps: list[Swap]
+    fell_back: list[tuple[str, str]]          # (card id, why it was not applied)
+    had_forward: object = None                # an instance `forward` the model had before, restored
+    misses: dict = field(default_factory=dict)   # card id -> calls of its function the guard refused
+
+    def lines(self) -> list[str]:
+        out = [f"{s.card}: applied ({s.call['fn']}, {s.speedup:.2f}x the torch op in its run, "
+               f"{s.share:.1%} of the forward)" for s in self.swaps]
+        return out + [f"{cid}: eager ({why})" for cid, why in self.fell_back]
+
+    def hit_rate(self) -> tuple[int, int]:
+        """(calls that took a swapped kernel, calls of the swapped functions) since apply."""
+        hits = sum(s.hits for s in self.swaps)
+        return hits, hits + sum(self.misses.values())
+
+
+def verdict(card: dict, folder: Path) -> str | None:
+    """Why the card's champion may not be applied, or None when it may (from its run's log)."""
+    if not card.get("run"):
+        return "no run" + (f": {card['run_why']}" if card.get("run_why") else "")
+    o = outcome(folder / card["run"])
+    if not o["ended"]:
+        return "its run did not end"
+    if o["synthetic"]:
+        return "its run is synthetic (modeled times, nothing measured): never applied"
+    if o.get("champion_id") in (None, "baseline") or not o.get("champion_sha256"):
+        return "no kernel beat the torch op in its run"
+    if not (o.get("speedup") or 0) > 1:
+        return f"its champion is not faster than the torch op ({o.get('speedup')}x)"
+    champ = folder / card["run"] / "champion.py"
+    if not champ.is_file() or hashlib.sha256(champ.read_bytes()).hexdigest() != o["champion_sha256"]:
+        return "champion.py is not the champion the judge passed (missing, or its sha256 differs)"
+    return None
+
+
+def load_kernel(card: dict, folder: Path):
+    """The entry function of the card's champion.py (judged: see verdict)."""
+    entry = load_spec(folder / card["spec"]).entry
+    path = folder / card["run"] / "champion.py"
+    spec = importlib.util.spec_from_file_location(f"kernloop_champion_{card['id']}_{abs(hash(str(path)))}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, entry)
+
+
+def plan(folder: Path) -> tuple[str, list[Swap], list[tuple[str, str]]]:
+    """The model folder's device, the swaps to make and the cards that fall back (with why)."""
+    try:
+        doc = json.loads((folder / "cards.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ApplyError(f"{folder}: not a model folder (cards.json: {e})") from None
+    cards = {c["id"]: c for c in doc["cards"]}
+    swaps, fell = [], []
+    for cid in doc.get("picked", []):
+        card = cards[cid]
+        why = verdict(card, folder)
+        if why is None:
+            try:
+                swaps.append(Swap(cid, calls.resolve(card["call"]["fn"]), card["call"], load_kernel(card, folder),
+                                  card["share"], outcome(folder / card["run"])["speedup"]))
+                continue
+            except Exception as e:   # noqa: BLE001 - one card that cannot load falls back, with why
+                why = f"its champion does not load: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        fell.append((cid, why))
+    return doc.get("device") or "cpu", swaps, fell
+
+
+def flat_tensors(value) -> list:
+    """The tensors of live arguments, in the order calls.tensors reads their descriptions."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in flat_tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in flat_tensors(v)]
+    return []
+
+
+def guard_mode(applied: Applied, params: set):
+    """A TorchFunctionMode that sends a call to a swap's kernel only when the call is exactly
+    the one the kernel was verified on (on the device it was measured on), else to torch."""
+    from torch.overrides import TorchFunctionMode
+    by_func: dict = {}
+    for s in applied.swaps:
+        by_func.setdefault(s.func, []).append(s)
+
+    class Guard(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            for s in by_func.get(func, ()):
+                live = flat_tensors([list(args), kwargs])
+                if calls.describe(list(args), params) == s.call["args"] \
+                        and {k: calls.describe(v, params) for k, v in kwargs.items()} == s.call["kwargs"] \
+                        and all(t.device.type == applied.device.split(":")[0] for t in live):
+                    s.hits += 1
+                    return s.kernel(*[t.contiguous() for t in live])
+                applied.misses[s.card] = applied.misses.get(s.card, 0) + 1
+            return func(*args, **kwargs)
+    return Guard
+
+
+def apply(model, model_dir):
+    """`model` (changed in place, returned) with each verified, faster card kernel behind its
+    guard; `model._kernloop` says what was applied and what fell back."""
+    if getattr(model, "_kernloop", None) is not None:
+        raise ApplyError("the model is already applied: kernloop.unapply(model) first")
+    device, swaps, fell = plan(Path(model_dir))
+    applied = Applied(device, swaps, fell, had_forward=model.__dict__.get("forward"))
+    params = {id(p) for p in model.parameters()} | {id(b) for b in model.buffers()}
+    Guard = guard_mode(applied, params)
+    inner = model.forward
+
+    @functools.wraps(inner)
+    def forward(*args, **kwargs):
+        with Guard():
+            return inner(*args, **kwargs)
+
+    object.__setattr__(model, "_kernloop", applied)
+    if swaps:   # nothing to swap: the model's forward stays as it was
+        object.__setattr__(model, "forward", forward)
+    return model
+
+
+def unapply(model):
+    """`model` as it was before apply (its own forward back); a model never applied is returned as is."""
+    applied = model.__dict__.pop("_kernloop", None)
+    if applied is not None:
+        model.__dict__.pop("forward", None)
+        if applied.had_forward is not None:
+            object.__setattr__(model, "forward", applied.had_forward)
+    return model

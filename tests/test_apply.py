@@ -1,0 +1,124 @@
+"""`kernloop.apply` / `unapply` (issue 44): a card's champion replaces the torch call only for the exact call it was verified on, only from a measured run whose judged champion beat the op; a real Triton kernel in the interpreter (CPU, fp32), a hand-written run folder through the real log writer."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import kernloop  # noqa: E402
+from kernloop.model import amdahl, calls, capture  # noqa: E402
+from kernloop.onramp import cardspec  # noqa: E402
+from kernloop.trajectory import RunLog  # noqa: E402
+
+SILU = '''"""silu, one element a lane (a judged champion in a hand-written run folder)."""
+import torch
+import triton
+import triton.language as tl
+
+CONFIG = dict(BLOCK=64)
+
+
+@triton.jit
+def _silu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m).to(tl.float32)
+    tl.store(y_ptr + offs, (x / (1.0 + tl.exp(-x))).to(y_ptr.dtype.element_ty), mask=m)
+
+
+def ENTRY(x):
+    y = torch.empty_like(x)
+    _silu[(triton.cdiv(x.numel(), CONFIG["BLOCK"]),)](x, y, x.numel(), BLOCK=CONFIG["BLOCK"])
+    return y
+'''
+NEVER = 'raise RuntimeError("this champion must never be loaded")\n'
+
+
+def build():
+    import torch
+    import torch.nn.functional as F
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(33, 33)
+
+        def forward(self, x):
+            h = F.silu(self.lin(x))                                  # silu on 4x33: the verified call
+            return F.gelu(h, approximate="tanh")[:3] + F.silu(h[:3])  # silu on 3x33: not verified
+
+    torch.manual_seed(0)
+    return Net().eval(), (torch.randn(4, 33),)
+
+
+def fake_run(folder: Path, card: dict, code: str, synthetic: bool, logged_code: str | None = None) -> None:
+    """A run folder as `run` leaves one: its log (the real writer) and champion.py."""
+    run = folder / "cards" / card["id"] / "run1"
+    run.mkdir(parents=True)
+    code = code.replace("ENTRY", cardspec.spec_name(card))
+    (run / "champion.py").write_text(code)
+    sha = hashlib.sha256((logged_code or code).encode()).hexdigest()
+    log = RunLog(run / "run.jsonl", "run1", "synthetic" if synthetic else "local", synthetic)
+    log.append("run_start", iterations=1)
+    log.append("run_end", stopped="budget", stop_reason="budget", iterations_done=1, champion_id="it0001",
+               champion_file="candidates/it0001.py", champion_sha256=sha, baseline_mean_ms=0.03,
+               champion_mean_ms=0.02, speedup=1.5, duration_s=1.0, interruptions=[], final_line=None)
+    card["run"] = f"cards/{card['id']}/run1"
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    """A model folder: cards and specs by the real code, each picked card's run written by hand."""
+    model, inputs = build()
+    cards = amdahl.rank(capture.capture(model, inputs, device="cpu", forwards=1)["cards"])
+    for i, c in enumerate(cards, 1):
+        c["id"] = f"c{i:02d}"
+    calls.attach(cards, calls.record(model, inputs))
+    by = {(c["op"], tuple(c["inputs"][0])): c for c in cards}
+    silu, gelu, lin = by["aten::silu", (4, 33)], by["aten::gelu", (4, 33)], by["aten::linear", (4, 33)]
+    doc = {"model": "net.py:build", "device": "cpu", "cards": cards, "picked": [silu["id"], gelu["id"], lin["id"]]}
+    cardspec.write_all(doc, tmp_path, "test")
+    fake_run(tmp_path, silu, SILU, synthetic=False)
+    fake_run(tmp_path, gelu, NEVER, synthetic=True)                         # modeled: never applied
+    fake_run(tmp_path, lin, NEVER, synthetic=False, logged_code="other")   # not the judged bytes
+    (tmp_path / "cards.json").write_text(json.dumps(doc))
+    return tmp_path, silu["id"], gelu["id"], lin["id"]
+
+
+def test_apply_swaps_only_the_verified_call_and_unapply_restores_the_model(model_dir, monkeypatch):
+    import torch
+    monkeypatch.setenv("TRITON_INTERPRET", "1")   # the champion's Triton kernel on the CPU
+    folder, silu, gelu, lin = model_dir
+    model, (x,) = build()
+    with torch.no_grad():
+        eager = model(x)
+        applied = kernloop.apply(model, folder)
+        assert applied is model
+        got = model(x)
+    info = model._kernloop
+    assert [s.card for s in info.swaps] == [silu] and info.hit_rate() == (1, 2)   # 4x33 swapped, 3x33 eager
+    why = dict(info.fell_back)
+    assert set(why) == {gelu, lin} and "synthetic" in why[gelu] and "sha256 differs" in why[lin]
+    lines = info.lines()
+    assert lines[0].startswith(f"{silu}: applied (torch.nn.functional.silu, 1.50x") and len(lines) == 3
+    rel = float(torch.linalg.vector_norm(got - eager) / torch.linalg.vector_norm(eager))
+    assert rel < 1e-5   # fp32: the kernel's silu against torch's
+    kernel = info.swaps[0].kernel   # the champion.py of the card's run, nothing else
+    assert Path(kernel.__code__.co_filename) == folder / "cards" / silu / "run1" / "champion.py"
+    kernloop.unapply(model)
+    assert "forward" not in model.__dict__ and not hasattr(model, "_kernloop")
+    with torch.no_grad():
+        assert torch.equal(model(x), eager)
+    x2 = torch.randn(5, 33)   # other shapes: nothing verified, every call eager
+    with torch.no_grad():
+        kernloop.apply(model, folder)
+        out2 = model(x2)
+        assert model._kernloop.hit_rate() == (0, 2)
+    kernloop.unapply(model)
+    with torch.no_grad():
+        assert torch.equal(out2, model(x2))
