@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import kernloop  # noqa: E402
 from kernloop.model import amdahl, calls, capture  # noqa: E402
 from kernloop.onramp import cardspec  # noqa: E402
 from kernloop.trajectory import RunLog  # noqa: E402
+from columns import unwrap  # noqa: E402
 
 SILU = '''"""silu, one element a lane (a judged champion in a hand-written run folder)."""
 import torch
@@ -39,21 +42,32 @@ def ENTRY(x):
 NEVER = 'raise RuntimeError("this champion must never be loaded")\n'
 
 
+NET = """import torch
+import torch.nn.functional as F
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(33, 33)
+
+    def forward(self, x):
+        h = F.silu(self.lin(x))                                   # silu on 4x33: the verified call
+        return F.gelu(h, approximate="tanh")[:3] + F.silu(h[:3])  # silu on 3x33: not verified
+
+
 def build():
-    import torch
-    import torch.nn.functional as F
-
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(33, 33)
-
-        def forward(self, x):
-            h = F.silu(self.lin(x))                                  # silu on 4x33: the verified call
-            return F.gelu(h, approximate="tanh")[:3] + F.silu(h[:3])  # silu on 3x33: not verified
-
     torch.manual_seed(0)
     return Net().eval(), (torch.randn(4, 33),)
+"""
+
+
+def build(folder: Path):
+    """The test's model through the real loader (net.py:build, written once into `folder`)."""
+    if not (folder / "net.py").is_file():
+        (folder / "net.py").write_text(NET)
+    got = capture.load_build(f"{folder / 'net.py'}:build")
+    return got.model, got.inputs
 
 
 def fake_run(folder: Path, card: dict, code: str, synthetic: bool, logged_code: str | None = None) -> None:
@@ -74,14 +88,14 @@ def fake_run(folder: Path, card: dict, code: str, synthetic: bool, logged_code: 
 @pytest.fixture
 def model_dir(tmp_path):
     """A model folder: cards and specs by the real code, each picked card's run written by hand."""
-    model, inputs = build()
+    model, inputs = build(tmp_path)
     cards = amdahl.rank(capture.capture(model, inputs, device="cpu", forwards=1)["cards"])
     for i, c in enumerate(cards, 1):
         c["id"] = f"c{i:02d}"
     calls.attach(cards, calls.record(model, inputs))
     by = {(c["op"], tuple(c["inputs"][0])): c for c in cards}
     silu, gelu, lin = by["aten::silu", (4, 33)], by["aten::gelu", (4, 33)], by["aten::linear", (4, 33)]
-    doc = {"model": "net.py:build", "device": "cpu", "cards": cards, "picked": [silu["id"], gelu["id"], lin["id"]]}
+    doc = {"model": "net.py:build", "build": f"{tmp_path / 'net.py'}:build", "device": "cpu", "cards": cards, "picked": [silu["id"], gelu["id"], lin["id"]]}
     cardspec.write_all(doc, tmp_path, "test")
     fake_run(tmp_path, silu, SILU, synthetic=False)
     fake_run(tmp_path, gelu, NEVER, synthetic=True)                         # modeled: never applied
@@ -94,7 +108,7 @@ def test_apply_swaps_only_the_verified_call_and_unapply_restores_the_model(model
     import torch
     monkeypatch.setenv("TRITON_INTERPRET", "1")   # the champion's Triton kernel on the CPU
     folder, silu, gelu, lin = model_dir
-    model, (x,) = build()
+    model, (x,) = build(folder)
     with torch.no_grad():
         eager = model(x)
         applied = kernloop.apply(model, folder)
@@ -122,3 +136,26 @@ def test_apply_swaps_only_the_verified_call_and_unapply_restores_the_model(model
     kernloop.unapply(model)
     with torch.no_grad():
         assert torch.equal(out2, model(x2))
+
+
+def apply_cli(*args, env=None):
+    return subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "apply", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+
+
+def test_apply_cli_checks_the_applied_model_and_says_what_it_did(model_dir):
+    folder, silu, gelu, lin = model_dir
+    p = apply_cli(folder, env={"TRITON_INTERPRET": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = " ".join(" ".join(p.stdout.split()).split(" "))
+    assert f"{silu}: applied (torch.nn.functional.silu" in out and f"{gelu}: eager (its run is synthetic" in out
+    assert f"{lin}: eager (champion.py is not the champion the judge passed" in out
+    assert out.count("against eager (tolerance 0.002): match") == 2   # example and fresh inputs
+    assert "hit rate: 2 of 4 calls" in out   # two forwards: example and fresh inputs and "not timed: on the CPU" in out
+    assert "verdict: 1 card(s) applied, 2 eager; outputs match eager" in out
+
+
+def test_apply_cli_on_a_folder_that_is_no_model_folder_is_one_error_line(tmp_path):
+    p = apply_cli(tmp_path)
+    (line,) = [ln for ln in unwrap(p.stderr) if ln.startswith("error:")]
+    assert p.returncode == 2 and "not a model folder" in line and "Traceback" not in p.stderr

@@ -48,6 +48,7 @@ class Applied:
     swaps: list[Swap]
     fell_back: list[tuple[str, str]]          # (card id, why it was not applied)
     had_forward: object = None                # an instance `forward` the model had before, restored
+    eager: object = None                      # the model's own forward: no guard, every call to torch
     misses: dict = field(default_factory=dict)   # card id -> calls of its function the guard refused
 
     def lines(self) -> list[str]:
@@ -156,7 +157,7 @@ def apply(model, model_dir):
     applied = Applied(device, swaps, fell, had_forward=model.__dict__.get("forward"))
     params = {id(p) for p in model.parameters()} | {id(b) for b in model.buffers()}
     Guard = guard_mode(applied, params)
-    inner = model.forward
+    inner = applied.eager = model.forward
 
     @functools.wraps(inner)
     def forward(*args, **kwargs):

@@ -82,9 +82,10 @@ def main(argv) -> int:
     for i, c in enumerate(ranked, 1):
         c["id"] = f"c{i:02d}"
     calls.attach(ranked, calls.record(ready.model, ready.inputs))   # each card's exact call
-    doc = {"model": args.source, "dtype": args.dtype, **got, "cards": ranked,
-           "picked": amdahl.pick(ranked, args.top, args.min_share)}
-    stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(args.source.rpartition(":")[0]).stem)
+    path, _, fn = args.source.rpartition(":")
+    doc = {"model": args.source, "build": f"{Path(path).resolve()}:{fn}", "dtype": args.dtype, **got,
+           "cards": ranked, "picked": amdahl.pick(ranked, args.top, args.min_share)}
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(path).stem)
     folder = Path(args.out) / f"model-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}"
     folder.mkdir(parents=True)
     cardspec.write_all(doc, folder, "kernloop model " + " ".join(argv))   # a spec per picked card

@@ -1,0 +1,135 @@
+"""`orchestrator.py apply DIR`: a model folder's model rebuilt from its build(), its cards' verified winners swapped in (kernloop.apply), its outputs checked against eager on the example inputs and on fresh random ones, and on a GPU eager and applied timed beside the Amdahl prediction; one verdict.
+
+    python orchestrator.py apply runs/model-20260101-120000-block [--rounds 20]
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import statistics
+from pathlib import Path
+
+from kernloop.errors import ArgParser
+from kernloop.loop import terminal
+from kernloop.model import amdahl, capture
+from kernloop.model.apply import ApplyError, apply, unapply
+from kernloop.onramp.modelcmd import placed
+from kernloop.onramp.new import TOLERANCE
+
+WARMUP = 3   # forwards discarded before each side's timed rounds
+
+
+def parse_args(argv):
+    p = ArgParser(prog="orchestrator.py apply", description="Check (and on a GPU time) a model with its "
+                  "cards' verified winners swapped in, against eager and the Amdahl prediction.")
+    p.add_argument("model_dir", metavar="DIR", help="a model folder written by `model --run` (runs/model-...)")
+    p.add_argument("--rounds", type=int, default=20, help="timed forwards per side on a GPU (default 20)")
+    args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
+    return args
+
+
+def outputs(value) -> list:
+    """The tensors of a forward's output (one tensor, or a tuple/list/dict of them)."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [t for v in value for t in outputs(v)] if isinstance(value, (list, tuple)) else []
+
+
+def rel_l2(got, want) -> float:
+    """The largest rel-L2 (in float32) over the outputs' tensors; inf when their shapes differ."""
+    import torch
+    worst = 0.0
+    for g, w in zip(outputs(got), outputs(want), strict=True):
+        if g.shape != w.shape:
+            return float("inf")
+        w32 = w.float()
+        norm = torch.linalg.vector_norm(w32).clamp_min(1e-30)
+        worst = max(worst, float(torch.linalg.vector_norm(g.float() - w32) / norm))
+    return worst
+
+
+def fresh(inputs: tuple) -> tuple:
+    """Random inputs of the same shapes, dtypes and devices (non-float inputs kept as they are)."""
+    import torch
+    g = torch.Generator().manual_seed(1234)
+    return tuple(torch.randn(x.shape, generator=g).to(device=x.device, dtype=x.dtype) if x.is_floating_point()
+                 else x for x in inputs)
+
+
+def median_ms(fn, inputs: tuple, rounds: int) -> float:
+    """Median of `rounds` forwards between CUDA events, L2 flushed before each (checker/timing.py's
+    flush and timed call), after WARMUP discarded forwards."""
+    import torch
+
+    from checker.timing import Flusher, timed_call
+    flush = Flusher(torch, inputs[0].device, "read")
+    for _ in range(WARMUP):
+        fn(*inputs)
+    samples = []
+    for _ in range(rounds):
+        _, start, end, _ = timed_call(torch, fn, inputs, flush, contextlib.nullcontext())
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end))
+    return statistics.median(samples)
+
+
+def rebuild(doc: dict):
+    """The model folder's model and example inputs, placed as they were captured."""
+    built = capture.load_build(doc.get("build") or doc["model"])
+    return placed(built, doc.get("device") or "cpu", doc.get("dtype"))
+
+
+def check(model, inputs: tuple, say) -> bool:
+    """Applied against eager (the same model unapplied) on the example and on fresh inputs."""
+    import torch
+    info = model._kernloop
+    ok = True
+    for label, xs in (("the example inputs", inputs), ("fresh random inputs", fresh(inputs))):
+        with torch.no_grad():
+            want, got = info.eager(*xs), model(*xs)
+        tol = TOLERANCE.get(str(outputs(want)[0].dtype).replace("torch.", ""), TOLERANCE["float32"])
+        err = rel_l2(got, want)
+        ok = ok and err <= tol
+        say(f"outputs on {label}: rel-L2 {err:.3g} against eager (tolerance {tol}): "
+            + ("match" if err <= tol else "MISMATCH"))
+    return ok
+
+
+def main(argv) -> int:
+    """`apply`; a folder without cards.json, or a build that cannot be used: one error line, exit 2."""
+    import torch
+    args = parse_args(argv)
+    folder = Path(args.model_dir)
+    try:
+        doc = json.loads((folder / "cards.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ApplyError(f"{folder}: not a model folder (cards.json: {' '.join(str(e).split())})") from None
+    ready = rebuild(doc)
+    model = apply(ready.model, folder)
+    info, say = model._kernloop, terminal.printer()
+    for line in info.lines() or ["no card was picked: nothing to apply"]:
+        say(line)
+    ok = check(model, ready.inputs, say)
+    hits, seen = info.hit_rate()
+    say(f"hit rate: {hits} of {seen} calls of the swapped functions took a swapped kernel")
+    predicted = amdahl.predict([(s.share, s.speedup) for s in info.swaps])
+    say(f"Amdahl's prediction from the per-card speedups: {predicted:.3f}x")
+    if ready.inputs[0].device.type == "cuda" and info.swaps:
+        with torch.no_grad():
+            eager = median_ms(info.eager, ready.inputs, args.rounds)
+            fast = median_ms(model, ready.inputs, args.rounds)
+        saved = (eager - fast) / (eager - eager / predicted) if predicted > 1 else float("nan")
+        say(f"eager {eager:.4f} ms, applied {fast:.4f} ms a forward (median of {args.rounds}, CUDA events, "
+            f"L2 flushed): {eager / fast:.3f}x measured, {saved:.0%} of the time the prediction saves")
+    else:
+        say("not timed: " + ("nothing was applied" if not info.swaps else
+                             "on the CPU a forward's time says nothing about the GPU; checked only"))
+    unapply(model)
+    say(f"verdict: {len(info.swaps)} card(s) applied, {len(info.fell_back)} eager; outputs "
+        + ("match eager" if ok else "DO NOT match eager: do not use the applied model"))
+    return 0 if ok else 1
