@@ -49,7 +49,7 @@ class Applied:
     fell_back: list[tuple[str, str]]          # (card id, why it was not applied)
     had_forward: object = None                # an instance `forward` the model had before, restored
     eager: object = None                      # the model's own forward: no guard, every call to torch
-    misses: dict = field(default_factory=dict)   # card id -> calls of its function the guard refused
+    misses: dict = field(default_factory=dict)   # swapped function's name -> its calls the guard sent to torch
 
     def lines(self) -> list[str]:
         out = [f"{s.card}: applied ({s.call['fn']}, {s.speedup:.2f}x the torch op in its run, "
@@ -136,14 +136,16 @@ def guard_mode(applied: Applied, params: set):
     class Guard(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            for s in by_func.get(func, ()):
+            swaps = by_func.get(func, ())
+            if swaps:
                 live = flat_tensors([list(args), kwargs])
-                if calls.describe(list(args), params) == s.call["args"] \
-                        and {k: calls.describe(v, params) for k, v in kwargs.items()} == s.call["kwargs"] \
-                        and all(t.device.type == applied.device.split(":")[0] for t in live):
-                    s.hits += 1
-                    return s.kernel(*[t.contiguous() for t in live])
-                applied.misses[s.card] = applied.misses.get(s.card, 0) + 1
+                said = (calls.describe(list(args), params), {k: calls.describe(v, params) for k, v in kwargs.items()})
+                on_device = all(t.device.type == applied.device.split(":")[0] for t in live)
+                for s in swaps:
+                    if on_device and said == (s.call["args"], s.call["kwargs"]):
+                        s.hits += 1
+                        return s.kernel(*[t.contiguous() for t in live])
+                applied.misses[s.call["fn"]] = applied.misses.get(s.call["fn"], 0) + 1
             return func(*args, **kwargs)
     return Guard
 
