@@ -207,9 +207,22 @@ def test_model_run_runs_the_loop_on_each_picked_card_on_the_synthetic_backend(tm
         assert (folder / c["run"] / "trajectory.html").is_file()
         assert len([e for e in events if e["event"] == "iteration"]) == c["iterations"]
         assert f"{c['id']} {c['op']}: SYNTHETIC (modeled) run {c['run']}" in " ".join(unwrap(p.stdout))
+    # a card's run killed before its end (no run_end): --resume continues it, and only it
+    first, second = picked
+    log = folder / first["run"] / "run.jsonl"
+    log.write_text("".join(ln for ln in log.read_text().splitlines(True) if '"run_end"' not in ln))
+    again = model_cli("--resume", folder)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"card {second['id']}: its run has ended" in again.stdout and f"card {first['id']} (" in again.stdout
+    events = read_events(log)
+    assert [e["event"] for e in events][-2:] == ["resume", "run_end"] and events[-1]["stopped"] == "budget"
+    assert json.loads((folder / "cards.json").read_text())["cards"] == doc["cards"]   # the same runs, ended
 
 
 def test_run_options_without_run_are_one_error_line(tmp_path):
     p = model_cli("--from", "examples/mlp.py:build_small", "--out", tmp_path, "--iterations", 3)
     assert p.returncode == 2 and "--iterations, --backend and --proposer are for --run" in p.stderr
-    assert not tmp_path.joinpath("x").exists() and list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == []
+    p = model_cli("--resume", tmp_path / "nowhere")
+    (line,) = [ln for ln in unwrap(p.stderr) if ln.startswith("error:")]
+    assert p.returncode == 2 and "not a model folder" in line and "Traceback" not in p.stderr

@@ -20,8 +20,11 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 def parse_args(argv):
     p = ArgParser(prog="orchestrator.py model", description="Capture a model's operators into cards ranked "
                   "by what each could gain the whole model (forward only).")
-    p.add_argument("--from", dest="source", required=True, metavar="FILE.py:BUILD",
-                   help="a function returning (model, example_inputs), e.g. examples/block.py:build")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--from", dest="source", metavar="FILE.py:BUILD",
+                     help="a function returning (model, example_inputs), e.g. examples/block.py:build")
+    src.add_argument("--resume", metavar="DIR", help="a model folder: run its picked cards whose run has not "
+                                                     "ended (resumed where it was interrupted)")
     p.add_argument("--dtype", choices=sorted(DTYPES), help="cast the model and its float inputs (default: as built)")
     p.add_argument("--device", help="cuda or cpu (default: cuda if torch sees a GPU, else cpu)")
     p.add_argument("--forwards", type=int, default=3, help="forward passes profiled (default 3)")
@@ -43,6 +46,7 @@ def parse_args(argv):
         p.error("--forwards must be >= 1, --top >= 0, --min-share in [0, 1]")
     if args.iterations is not None and args.iterations < 0 or args.seed < 0:
         p.error("--iterations and --seed must be >= 0")
+    args.run = args.run or bool(args.resume)
     if not args.run and (args.iterations is not None or args.backend != "auto" or args.proposer != "auto"):
         p.error("--iterations, --backend and --proposer are for --run")
     return args
@@ -70,10 +74,10 @@ def table(doc: dict) -> list[str]:
     return out
 
 
-def main(argv) -> int:
-    """`model`; a BuildError reaches the CLI (one error line, exit 2) before anything is written."""
+def capture_model(args, argv):
+    """Capture, rank, match the exact calls, write the folder (cards.json, a spec per picked card),
+    show the table; (the doc, its folder)."""
     import torch
-    args = parse_args(argv)
     built = capture.load_build(args.source)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     ready = placed(built, device, args.dtype)
@@ -100,10 +104,28 @@ def main(argv) -> int:
         if c["id"] in doc["picked"]:
             print(f"{c['id']} spec: {folder / c['spec']}" if c["spec"] else f"{c['id']} no spec: {c['spec_why']}")
     print(f"cards: {folder / 'cards.json'}")
-    if args.run:
-        total = 8 * len(doc["picked"]) if args.iterations is None else args.iterations
-        modelrun.run_cards(doc, folder, total, args.backend, args.proposer, args.seed, say)
-        for line in modelrun.summary(doc):
-            say(line)
-        print(f"cards: {folder / 'cards.json'}")
-    return 0
+    return doc, folder
+
+
+def main(argv) -> int:
+    """`model`; a BuildError (or a --resume folder without cards.json) reaches the CLI (one error
+    line, exit 2) before anything is written."""
+    args = parse_args(argv)
+    if args.resume:
+        folder = Path(args.resume)
+        try:
+            doc = json.loads((folder / "cards.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise capture.BuildError(f"--resume {folder}: not a model folder (cards.json: "
+                                     f"{' '.join(str(e).split())})") from None
+    else:
+        doc, folder = capture_model(args, argv)
+    if not args.run:
+        return 0
+    say = terminal.printer()
+    total = 8 * len(doc["picked"]) if args.iterations is None else args.iterations
+    rc = modelrun.run_cards(doc, folder, total, args.backend, args.proposer, args.seed, say)
+    for line in modelrun.summary(doc):
+        say(line)
+    print(f"cards: {folder / 'cards.json'}")
+    return rc
