@@ -46,6 +46,10 @@ def parse_args(argv):
         p.error("--forwards must be >= 1, --top >= 0, --min-share in [0, 1]")
     if args.iterations is not None and args.iterations < 0 or args.seed < 0:
         p.error("--iterations and --seed must be >= 0")
+    captured = (args.dtype, args.device, args.forwards, args.top, args.min_share, args.out)
+    if args.resume and captured != (None, None, 3, 4, 0.05, "runs"):
+        p.error("--dtype, --device, --forwards, --top, --min-share and --out are for --from (a model "
+                "folder keeps its own)")
     args.run = args.run or bool(args.resume)
     if not args.run and (args.iterations is not None or args.backend != "auto" or args.proposer != "auto"):
         p.error("--iterations, --backend and --proposer are for --run")
