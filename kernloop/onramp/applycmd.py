@@ -81,7 +81,11 @@ def median_ms(fn, inputs: tuple, rounds: int) -> float:
 def rebuild(doc: dict):
     """The model folder's model and example inputs, placed as they were captured."""
     built = capture.load_build(doc.get("build") or doc["model"])
-    return placed(built, doc.get("device") or "cpu", doc.get("dtype"))
+    try:
+        return placed(built, doc.get("device") or "cpu", doc.get("dtype"))
+    except (RuntimeError, AssertionError) as e:   # captured on a GPU, applied where there is none
+        raise ApplyError(f"cannot place the model on {doc.get('device')} as it was captured: "
+                         f"{' '.join(str(e).split())[:200]}") from None
 
 
 def check(model, inputs: tuple, say) -> bool:
