@@ -95,7 +95,8 @@ def model_dir(tmp_path):
     calls.attach(cards, calls.record(model, inputs))
     by = {(c["op"], tuple(c["inputs"][0])): c for c in cards}
     silu, gelu, lin = by["aten::silu", (4, 33)], by["aten::gelu", (4, 33)], by["aten::linear", (4, 33)]
-    doc = {"model": "net.py:build", "build": f"{tmp_path / 'net.py'}:build", "device": "cpu", "cards": cards, "picked": [silu["id"], gelu["id"], lin["id"]]}
+    doc = {"model": "net.py:build", "build": f"{tmp_path / 'net.py'}:build", "device": "cpu", "cards": cards,
+           "picked": [silu["id"], gelu["id"], lin["id"]]}
     cardspec.write_all(doc, tmp_path, "test")
     fake_run(tmp_path, silu, SILU, synthetic=False)
     fake_run(tmp_path, gelu, NEVER, synthetic=True)                         # modeled: never applied
@@ -153,6 +154,9 @@ def test_apply_cli_checks_the_applied_model_and_says_what_it_did(model_dir):
     assert out.count("against eager (tolerance 0.002): match") == 2   # example and fresh inputs
     assert "hit rate: 2 of 4 calls" in out   # two forwards: example and fresh inputs and "not timed: on the CPU" in out
     assert "verdict: 1 card(s) applied, 2 eager; outputs match eager" in out
+    got = json.loads((folder / "apply.json").read_text())   # what it said, kept in the model folder
+    assert [a["card"] for a in got["applied"]] == [silu] and {e["card"] for e in got["eager"]} == {gelu, lin}
+    assert got["match"] and got["hit_rate"] == [2, 4] and got["timed"] is False and max(got["rel_l2"].values()) < 1e-5
 
 
 def test_apply_cli_on_a_folder_that_is_no_model_folder_is_one_error_line(tmp_path):

@@ -88,25 +88,43 @@ def rebuild(doc: dict):
                          f"{' '.join(str(e).split())[:200]}") from None
 
 
-def check(model, inputs: tuple, say) -> bool:
-    """Applied against eager (the same model unapplied) on the example and on fresh inputs."""
+def check(model, inputs: tuple, say) -> dict:
+    """Applied against eager (the same model unapplied) on the example and on fresh inputs:
+    {tolerance, rel_l2: {example, fresh}, match}."""
     import torch
     info = model._kernloop
-    ok = True
-    for label, xs in (("the example inputs", inputs), ("fresh random inputs", fresh(inputs))):
+    got_l2, tol = {}, TOLERANCE["float32"]
+    for label, xs in (("example", inputs), ("fresh", fresh(inputs))):
         with torch.no_grad():
             want, got = info.eager(*xs), model(*xs)
         tol = TOLERANCE.get(str(outputs(want)[0].dtype).replace("torch.", ""), TOLERANCE["float32"])
-        err = rel_l2(got, want)
-        ok = ok and err <= tol
-        say(f"outputs on {label}: rel-L2 {err:.3g} against eager (tolerance {tol}): "
-            + ("match" if err <= tol else "MISMATCH"))
-    return ok
+        got_l2[label] = err = rel_l2(got, want)
+        say(f"outputs on {'the example' if label == 'example' else 'fresh random'} inputs: rel-L2 {err:.3g} "
+            f"against eager (tolerance {tol}): " + ("match" if err <= tol else "MISMATCH"))
+    return {"tolerance": tol, "rel_l2": got_l2, "match": all(e <= tol for e in got_l2.values())}
+
+
+def timed(model, inputs: tuple, rounds: int, predicted: float, say) -> dict:
+    """On a GPU with something applied: eager and applied forwards timed, beside the prediction."""
+    import torch
+    info = model._kernloop
+    if inputs[0].device.type != "cuda" or not info.swaps:
+        why = "nothing was applied" if not info.swaps else "on the CPU a forward's time says nothing about the GPU"
+        say(f"not timed: {why}; checked only")
+        return {"timed": False, "why_not_timed": why}
+    with torch.no_grad():
+        eager = median_ms(info.eager, inputs, rounds)
+        fast = median_ms(model, inputs, rounds)
+    saved = (eager - fast) / (eager - eager / predicted) if predicted > 1 else None
+    say(f"eager {eager:.4f} ms, applied {fast:.4f} ms a forward (median of {rounds}, CUDA events, L2 flushed): "
+        f"{eager / fast:.3f}x measured" + ("" if saved is None else f", {saved:.0%} of the time the prediction saves"))
+    return {"timed": True, "rounds": rounds, "eager_ms": eager, "applied_ms": fast, "measured": eager / fast,
+            "saved_of_predicted": saved, "device_name": torch.cuda.get_device_name(inputs[0].device)}
 
 
 def main(argv) -> int:
-    """`apply`; a folder without cards.json, or a build that cannot be used: one error line, exit 2."""
-    import torch
+    """`apply`; a folder without cards.json, or a build that cannot be used: one error line, exit 2.
+    What it found is also written to DIR/apply.json."""
     args = parse_args(argv)
     folder = Path(args.model_dir)
     try:
@@ -118,22 +136,19 @@ def main(argv) -> int:
     info, say = model._kernloop, terminal.printer()
     for line in info.lines() or ["no card was picked: nothing to apply"]:
         say(line)
-    ok = check(model, ready.inputs, say)
+    checked = check(model, ready.inputs, say)
     hits, seen = info.hit_rate()
     say(f"hit rate: {hits} of {seen} calls of the swapped functions took a swapped kernel")
     predicted = amdahl.predict([(s.share, s.speedup) for s in info.swaps])
     say(f"Amdahl's prediction from the per-card speedups: {predicted:.3f}x")
-    if ready.inputs[0].device.type == "cuda" and info.swaps:
-        with torch.no_grad():
-            eager = median_ms(info.eager, ready.inputs, args.rounds)
-            fast = median_ms(model, ready.inputs, args.rounds)
-        saved = (eager - fast) / (eager - eager / predicted) if predicted > 1 else float("nan")
-        say(f"eager {eager:.4f} ms, applied {fast:.4f} ms a forward (median of {args.rounds}, CUDA events, "
-            f"L2 flushed): {eager / fast:.3f}x measured, {saved:.0%} of the time the prediction saves")
-    else:
-        say("not timed: " + ("nothing was applied" if not info.swaps else
-                             "on the CPU a forward's time says nothing about the GPU; checked only"))
+    times = timed(model, ready.inputs, args.rounds, predicted, say)
     unapply(model)
+    result = {"command": "kernloop apply " + " ".join(argv), "device": doc.get("device"),
+              "applied": [{"card": s.card, "fn": s.call["fn"], "share": s.share, "speedup": s.speedup}
+                          for s in info.swaps], "eager": [{"card": c, "why": w} for c, w in info.fell_back],
+              **checked, "hit_rate": [hits, seen], "predicted": predicted, **times}
+    (folder / "apply.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     say(f"verdict: {len(info.swaps)} card(s) applied, {len(info.fell_back)} eager; outputs "
-        + ("match eager" if ok else "DO NOT match eager: do not use the applied model"))
-    return 0 if ok else 1
+        + ("match eager" if checked["match"] else "DO NOT match eager: do not use the applied model")
+        + f" (written to {folder / 'apply.json'})")
+    return 0 if checked["match"] else 1
