@@ -89,13 +89,14 @@ def fake_run(folder: Path, card: dict, code: str, synthetic: bool, logged_code: 
 def model_dir(tmp_path):
     """A model folder: cards and specs by the real code, each picked card's run written by hand."""
     model, inputs = build(tmp_path)
-    cards = amdahl.rank(capture.capture(model, inputs, device="cpu", forwards=1)["cards"])
+    got = capture.capture(model, inputs, device="cpu", forwards=1)
+    cards = amdahl.rank(got["cards"])
     for i, c in enumerate(cards, 1):
         c["id"] = f"c{i:02d}"
     calls.attach(cards, calls.record(model, inputs))
     by = {(c["op"], tuple(c["inputs"][0])): c for c in cards}
     silu, gelu, lin = by["aten::silu", (4, 33)], by["aten::gelu", (4, 33)], by["aten::linear", (4, 33)]
-    doc = {"model": "net.py:build", "build": f"{tmp_path / 'net.py'}:build", "device": "cpu", "cards": cards,
+    doc = {"model": "net.py:build", "build": f"{tmp_path / 'net.py'}:build", **got, "cards": cards,
            "picked": [silu["id"], gelu["id"], lin["id"]]}
     cardspec.write_all(doc, tmp_path, "test")
     fake_run(tmp_path, silu, SILU, synthetic=False)
@@ -157,6 +158,10 @@ def test_apply_cli_checks_the_applied_model_and_says_what_it_did(model_dir):
     got = json.loads((folder / "apply.json").read_text())   # what it said, kept in the model folder
     assert [a["card"] for a in got["applied"]] == [silu] and {e["card"] for e in got["eager"]} == {gelu, lin}
     assert got["match"] and got["hit_rate"] == [2, 4] and got["timed"] is False and max(got["rel_l2"].values()) < 1e-5
+    page = (folder / "model.html").read_text()   # the model folder's page: cards, runs, apply's word
+    assert f'<a href="cards/{silu}/run1/trajectory.html">' in page and "SYNTHETIC (modeled)" in page
+    assert "1 card(s) applied, outputs match eager" in page and "not timed (on the CPU" in page
+    assert "prediction from the 2 measured win(s)" in page   # silu, and the linear whose bytes differ
 
 
 def test_apply_cli_on_a_folder_that_is_no_model_folder_is_one_error_line(tmp_path):

@@ -207,6 +207,9 @@ def test_model_run_runs_the_loop_on_each_picked_card_on_the_synthetic_backend(tm
         assert (folder / c["run"] / "trajectory.html").is_file()
         assert len([e for e in events if e["event"] == "iteration"]) == c["iterations"]
         assert f"{c['id']} {c['op']}: SYNTHETIC (modeled) run {c['run']}" in " ".join(unwrap(p.stdout))
+    page = (folder / "model.html").read_text()   # the model folder's page links each card's run
+    assert all(f'<a href="{c["run"]}/trajectory.html">' in page for c in picked)
+    assert "No measured win yet" in page and "2 synthetic run(s) not counted" in page
     # a card's run killed before its end (no run_end): --resume continues it, and only it
     first, second = picked
     log = folder / first["run"] / "run.jsonl"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kernloop.errors import KernLoopError
 from kernloop.model import calls
-from kernloop.model.outcome import outcome
+from kernloop.model.outcome import outcome, why_not
 from kernloop.spec import load_spec
 
 
@@ -67,14 +67,8 @@ def verdict(card: dict, folder: Path) -> str | None:
     if not card.get("run"):
         return "no run" + (f": {card['run_why']}" if card.get("run_why") else "")
     o = outcome(folder / card["run"])
-    if not o["ended"]:
-        return "its run did not end"
-    if o["synthetic"]:
-        return "its run is synthetic (modeled times, nothing measured): never applied"
-    if o.get("champion_id") in (None, "baseline") or not o.get("champion_sha256"):
-        return "no kernel beat the torch op in its run"
-    if not (o.get("speedup") or 0) > 1:
-        return f"its champion is not faster than the torch op ({o.get('speedup')}x)"
+    if why := why_not(o):
+        return why
     champ = folder / card["run"] / "champion.py"
     if not champ.is_file() or hashlib.sha256(champ.read_bytes()).hexdigest() != o["champion_sha256"]:
         return "champion.py is not the champion the judge passed (missing, or its sha256 differs)"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kernloop.errors import ArgParser
 from kernloop.loop import terminal
-from kernloop.model import amdahl, capture
+from kernloop.model import amdahl, capture, modelpage
 from kernloop.model.apply import ApplyError, apply, unapply
 from kernloop.onramp.modelcmd import placed
 from kernloop.onramp.new import TOLERANCE
@@ -148,7 +148,8 @@ def main(argv) -> int:
                           for s in info.swaps], "eager": [{"card": c, "why": w} for c, w in info.fell_back],
               **checked, "hit_rate": [hits, seen], "predicted": predicted, **times}
     (folder / "apply.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    modelpage.refresh(folder)
     say(f"verdict: {len(info.swaps)} card(s) applied, {len(info.fell_back)} eager; outputs "
         + ("match eager" if checked["match"] else "DO NOT match eager: do not use the applied model")
-        + f" (written to {folder / 'apply.json'})")
+        + f" (written to {folder / 'apply.json'}; page: {folder / 'model.html'})")
     return 0 if checked["match"] else 1

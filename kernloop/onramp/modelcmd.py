@@ -97,7 +97,7 @@ def capture_model(args, argv):
     folder = Path(args.out) / f"model-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}"
     folder.mkdir(parents=True)
     cardspec.write_all(doc, folder, "kernloop model " + " ".join(argv))   # a spec per picked card
-    (folder / "cards.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    modelrun.save(doc, folder)   # cards.json and the model folder's page
     say = terminal.printer()
     say(f"model {args.source} on {device}: {len(ranked)} cards, {got['ms_per_forward']:.4f} ms a forward "
         f"({got['clock']}, {args.forwards} forwards)")
@@ -107,7 +107,7 @@ def capture_model(args, argv):
     for c in ranked:
         if c["id"] in doc["picked"]:
             print(f"{c['id']} spec: {folder / c['spec']}" if c["spec"] else f"{c['id']} no spec: {c['spec_why']}")
-    print(f"cards: {folder / 'cards.json'}")
+    print(f"cards: {folder / 'cards.json'}, page: {folder / 'model.html'}")
     return doc, folder
 
 
@@ -131,5 +131,5 @@ def main(argv) -> int:
     rc = modelrun.run_cards(doc, folder, total, args.backend, args.proposer, args.seed, say)
     for line in modelrun.summary(doc):
         say(line)
-    print(f"cards: {folder / 'cards.json'}")
+    print(f"cards: {folder / 'cards.json'}, page: {folder / 'model.html'}")
     return rc

@@ -11,16 +11,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kernloop.model import amdahl
+from kernloop.model import amdahl, modelpage
 from kernloop.model.outcome import outcome
 from kernloop.onramp.mcpruns import run_argv
 
 
 def save(doc: dict, folder: Path) -> None:
-    """cards.json, rewritten whole (after each card's run: nothing is lost to a later failure)."""
+    """cards.json, rewritten whole (after each card's run: nothing is lost to a later failure), and
+    the model folder's page from it."""
     tmp = folder / "cards.json.tmp"
     tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     tmp.replace(folder / "cards.json")
+    modelpage.refresh(folder)
 
 
 def one_run(argv: list[str]) -> tuple[Path | None, int, bool]:
