@@ -39,6 +39,32 @@ def ENTRY(x):
     _silu[(triton.cdiv(x.numel(), CONFIG["BLOCK"]),)](x, y, x.numel(), BLOCK=CONFIG["BLOCK"])
     return y
 '''
+LINEAR = '''"""x @ w.t() + b, one row of x and a block of outputs a program (a judged champion, by hand)."""
+import torch
+import triton
+import triton.language as tl
+
+CONFIG = dict(BLOCK_N=16)
+
+
+@triton.jit
+def _linear(x_ptr, w_ptr, b_ptr, y_ptr, N, K, BLOCK_N: tl.constexpr):
+    row, nb = tl.program_id(0), tl.program_id(1)
+    n = nb * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.load(b_ptr + n, mask=n < N, other=0.0).to(tl.float32)
+    for k in range(0, K):   # one column at a time: no reduction helper (the interpreter's tl.sum
+        x = tl.load(x_ptr + row * K + k).to(tl.float32)   # wants triton imported under it)
+        acc += x * tl.load(w_ptr + n * K + k, mask=n < N, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * N + n, acc.to(y_ptr.dtype.element_ty), mask=n < N)
+
+
+def ENTRY(x, w, v):
+    M, K = x.shape
+    N = w.shape[0]
+    y = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    _linear[(M, triton.cdiv(N, CONFIG["BLOCK_N"]))](x, w, v, y, N, K, BLOCK_N=CONFIG["BLOCK_N"])
+    return y
+'''
 NEVER = 'raise RuntimeError("this champion must never be loaded")\n'
 
 
@@ -52,13 +78,13 @@ class Net(torch.nn.Module):
         self.lin = torch.nn.Linear(33, 33)
 
     def forward(self, x):
-        h = F.silu(self.lin(x))                                   # silu on 4x33: the verified call
-        return F.gelu(h, approximate="tanh")[:3] + F.silu(h[:3])  # silu on 3x33: not verified
+        h = F.silu(self.lin(x))                                   # linear (2x3 rows), silu on 2x3x33: verified
+        return F.gelu(h, approximate="tanh")[:1] + F.silu(h[:1])  # silu on 1x3x33: not verified
 
 
 def build():
     torch.manual_seed(0)
-    return Net().eval(), (torch.randn(4, 33),)
+    return Net().eval(), (torch.randn(2, 3, 33),)
 """
 
 
@@ -95,21 +121,24 @@ def model_dir(tmp_path):
         c["id"] = f"c{i:02d}"
     calls.attach(cards, calls.record(model, inputs))
     by = {(c["op"], tuple(c["inputs"][0])): c for c in cards}
-    silu, gelu, lin = by["aten::silu", (4, 33)], by["aten::gelu", (4, 33)], by["aten::linear", (4, 33)]
+    ids = {"silu": by["aten::silu", (2, 3, 33)], "gelu": by["aten::gelu", (2, 3, 33)],
+           "lin": by["aten::linear", (2, 3, 33)], "add": by["aten::add", (1, 3, 33)]}
     doc = {"model": "net.py:build", "build": f"{tmp_path / 'net.py'}:build", **got, "cards": cards,
-           "picked": [silu["id"], gelu["id"], lin["id"]]}
+           "picked": [c["id"] for c in ids.values()]}
     cardspec.write_all(doc, tmp_path, "test")
-    fake_run(tmp_path, silu, SILU, synthetic=False)
-    fake_run(tmp_path, gelu, NEVER, synthetic=True)                         # modeled: never applied
-    fake_run(tmp_path, lin, NEVER, synthetic=False, logged_code="other")   # not the judged bytes
+    assert ids["lin"]["flatten"] == [2, 3]   # the spec's x is 6x33: the tuner's matmul family is 2-D
+    fake_run(tmp_path, ids["silu"], SILU, synthetic=False)
+    fake_run(tmp_path, ids["lin"], LINEAR, synthetic=False)
+    fake_run(tmp_path, ids["gelu"], NEVER, synthetic=True)                      # modeled: never applied
+    fake_run(tmp_path, ids["add"], NEVER, synthetic=False, logged_code="other")   # not the judged bytes
     (tmp_path / "cards.json").write_text(json.dumps(doc))
-    return tmp_path, silu["id"], gelu["id"], lin["id"]
+    return tmp_path, {k: c["id"] for k, c in ids.items()}
 
 
 def test_apply_swaps_only_the_verified_call_and_unapply_restores_the_model(model_dir, monkeypatch):
     import torch
     monkeypatch.setenv("TRITON_INTERPRET", "1")   # the champion's Triton kernel on the CPU
-    folder, silu, gelu, lin = model_dir
+    folder, ids = model_dir
     model, (x,) = build(folder)
     with torch.no_grad():
         eager = model(x)
@@ -117,24 +146,26 @@ def test_apply_swaps_only_the_verified_call_and_unapply_restores_the_model(model
         assert applied is model
         got = model(x)
     info = model._kernloop
-    assert [s.card for s in info.swaps] == [silu] and info.hit_rate() == (1, 2)   # 4x33 swapped, 3x33 eager
+    # the linear and the silu on 2x3x33 swapped, the silu on 1x3x33 eager
+    assert [s.card for s in info.swaps] == [ids["silu"], ids["lin"]] and info.hit_rate() == (2, 3)
     why = dict(info.fell_back)
-    assert set(why) == {gelu, lin} and "synthetic" in why[gelu] and "sha256 differs" in why[lin]
+    assert set(why) == {ids["gelu"], ids["add"]} and "synthetic" in why[ids["gelu"]]
+    assert "sha256 differs" in why[ids["add"]]
     lines = info.lines()
-    assert lines[0].startswith(f"{silu}: applied (torch.nn.functional.silu, 1.50x") and len(lines) == 3
+    assert lines[0].startswith(f"{ids['silu']}: applied (torch.nn.functional.silu, 1.50x") and len(lines) == 4
     rel = float(torch.linalg.vector_norm(got - eager) / torch.linalg.vector_norm(eager))
     assert rel < 1e-5   # fp32: the kernel's silu against torch's
     kernel = info.swaps[0].kernel   # the champion.py of the card's run, nothing else
-    assert Path(kernel.__code__.co_filename) == folder / "cards" / silu / "run1" / "champion.py"
+    assert Path(kernel.__code__.co_filename) == folder / "cards" / ids["silu"] / "run1" / "champion.py"
     kernloop.unapply(model)
     assert "forward" not in model.__dict__ and not hasattr(model, "_kernloop")
     with torch.no_grad():
         assert torch.equal(model(x), eager)
-    x2 = torch.randn(5, 33)   # other shapes: nothing verified, every call eager
+    x2 = torch.randn(3, 3, 33)   # other shapes: nothing verified, every call eager
     with torch.no_grad():
         kernloop.apply(model, folder)
         out2 = model(x2)
-        assert model._kernloop.hit_rate() == (0, 2)
+        assert model._kernloop.hit_rate() == (0, 3)
     kernloop.unapply(model)
     with torch.no_grad():
         assert torch.equal(out2, model(x2))
@@ -146,22 +177,24 @@ def apply_cli(*args, env=None):
 
 
 def test_apply_cli_checks_the_applied_model_and_says_what_it_did(model_dir):
-    folder, silu, gelu, lin = model_dir
+    folder, ids = model_dir
     p = apply_cli(folder, env={"TRITON_INTERPRET": "1"})
     assert p.returncode == 0, p.stderr[-2000:]
-    out = " ".join(" ".join(p.stdout.split()).split(" "))
-    assert f"{silu}: applied (torch.nn.functional.silu" in out and f"{gelu}: eager (its run is synthetic" in out
-    assert f"{lin}: eager (champion.py is not the champion the judge passed" in out
+    out = " ".join(p.stdout.split())
+    assert f"{ids['silu']}: applied (torch.nn.functional.silu" in out and f"{ids['lin']}: applied (torch.nn." in out
+    assert f"{ids['gelu']}: eager (its run is synthetic" in out
+    assert f"{ids['add']}: eager (champion.py is not the champion the judge passed" in out
     assert out.count("against eager (tolerance 0.002): match") == 2   # example and fresh inputs
-    assert "hit rate: 2 of 4 calls" in out   # two forwards: example and fresh inputs and "not timed: on the CPU" in out
-    assert "verdict: 1 card(s) applied, 2 eager; outputs match eager" in out
+    assert "hit rate: 4 of 6 calls" in out   # two forwards: example and fresh inputs
+    assert "not timed: on the CPU" in out and "verdict: 2 card(s) applied, 2 eager; outputs match eager" in out
     got = json.loads((folder / "apply.json").read_text())   # what it said, kept in the model folder
-    assert [a["card"] for a in got["applied"]] == [silu] and {e["card"] for e in got["eager"]} == {gelu, lin}
-    assert got["match"] and got["hit_rate"] == [2, 4] and got["timed"] is False and max(got["rel_l2"].values()) < 1e-5
+    assert [a["card"] for a in got["applied"]] == [ids["silu"], ids["lin"]]
+    assert {e["card"] for e in got["eager"]} == {ids["gelu"], ids["add"]} and got["hit_rate"] == [4, 6]
+    assert got["match"] and got["timed"] is False and max(got["rel_l2"].values()) < 1e-5
     page = (folder / "model.html").read_text()   # the model folder's page: cards, runs, apply's word
-    assert f'<a href="cards/{silu}/run1/trajectory.html">' in page and "SYNTHETIC (modeled)" in page
-    assert "1 card(s) applied, outputs match eager" in page and "not timed (on the CPU" in page
-    assert "prediction from the 2 measured win(s)" in page   # silu, and the linear whose bytes differ
+    assert f'<a href="cards/{ids["silu"]}/run1/trajectory.html">' in page and "SYNTHETIC (modeled)" in page
+    assert "2 card(s) applied, outputs match eager" in page and "not timed (on the CPU" in page
+    assert "prediction from the 3 measured win(s)" in page   # silu, linear, and the add whose bytes differ
 
 
 def test_apply_cli_on_a_folder_that_is_no_model_folder_is_one_error_line(tmp_path):

@@ -191,14 +191,16 @@ def test_the_budget_is_split_by_share_and_the_prediction_is_amdahls():
 
 
 @pytest.mark.slow
-def test_model_run_runs_the_loop_on_each_picked_card_on_the_synthetic_backend(tmp_path):
+def test_model_run_runs_the_loop_on_the_example_blocks_cards_on_the_synthetic_backend(tmp_path):
     from kernloop.trajectory import read_events
-    p = model_cli("--from", "examples/mlp.py:build_small", "--out", tmp_path, "--top", 2, "--run",
+    p = model_cli("--from", "examples/block.py:build_small", "--out", tmp_path, "--top", 2, "--run",
                   "--iterations", 3, "--backend", "synthetic", "--proposer", "tuner")
     doc = cards_of(p, tmp_path)
     (folder,) = tmp_path.iterdir()
     picked = [c for c in doc["cards"] if c["id"] in doc["picked"]]
     assert len(picked) == 2 and sum(c["iterations"] for c in picked) == 3
+    # the block's linears take 2x64x128: their specs take the 128 rows (the tuner's matmul is 2-D)
+    assert all(c["op"] == "aten::linear" and c["flatten"] == [2, 64] for c in picked)
     for c in picked:
         assert c["spec"] and c["run"] and c["outcome"]["ended"] and c["outcome"]["synthetic"]
         events = read_events(folder / c["run"] / "run.jsonl")   # an ordinary run: its own log and page

@@ -38,6 +38,7 @@ class Swap:
     kernel: object              # the champion's entry function
     share: float
     speedup: float
+    flatten: list | None = None   # the call's first input's leading dims, taken as rows by the spec
     hits: int = 0
 
 
@@ -99,7 +100,7 @@ def plan(folder: Path) -> tuple[str, list[Swap], list[tuple[str, str]]]:
         if why is None:
             try:
                 swaps.append(Swap(cid, calls.resolve(card["call"]["fn"]), card["call"], load_kernel(card, folder),
-                                  card["share"], outcome(folder / card["run"])["speedup"]))
+                                  card["share"], outcome(folder / card["run"])["speedup"], card.get("flatten")))
                 continue
             except Exception as e:   # noqa: BLE001 - one card that cannot load falls back, with why
                 why = f"its champion does not load: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
@@ -117,6 +118,17 @@ def flat_tensors(value) -> list:
     if isinstance(value, dict):
         return [t for v in value.values() for t in flat_tensors(v)]
     return []
+
+
+def run_kernel(s: "Swap", live: list):
+    """The swap's kernel on the call's tensors as the judge gave them (contiguous; a flattened
+    card's first input as rows), its output in the call's shape."""
+    ts = [t.contiguous() for t in live]
+    if not s.flatten:
+        return s.kernel(*ts)
+    ts[0] = ts[0].reshape(-1, ts[0].shape[-1])
+    out = s.kernel(*ts)
+    return out.reshape(*s.flatten, out.shape[-1])
 
 
 def guard_mode(applied: Applied, params: set):
@@ -138,7 +150,7 @@ def guard_mode(applied: Applied, params: set):
                 for s in swaps:
                     if on_device and said == (s.call["args"], s.call["kwargs"]):
                         s.hits += 1
-                        return s.kernel(*[t.contiguous() for t in live])
+                        return run_kernel(s, live)
                 applied.misses[s.call["fn"]] = applied.misses.get(s.call["fn"], 0) + 1
             return func(*args, **kwargs)
     return Guard

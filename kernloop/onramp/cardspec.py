@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -78,6 +79,20 @@ def symbols_for(inputs: list[dict]) -> tuple[dict, list[list]]:
     return {s: next(size for size, n in of_size.items() if n == s) for s in order}, shapes
 
 
+# Calls whose first input's leading dims are independent rows: their spec takes them flattened
+# into one (the tuner's matmul family is 2-D), and apply reshapes around the kernel.
+ROWWISE = {"torch.nn.functional.linear"}
+
+
+def flattened(call: dict) -> list | None:
+    """The leading dims of the call's first input when its spec takes them as one (a 3-D linear:
+    [B, S, K] -> [B*S, K]), else None."""
+    first = calls.tensors(call["args"][:1])
+    if call.get("fn") in ROWWISE and first and len(first[0]["shape"]) > 2:
+        return first[0]["shape"][:-1]
+    return None
+
+
 def draft(card: dict, model: str) -> Draft:
     """The spec draft of a card's exact call; OnrampError (one line) when it cannot be one."""
     call = card.get("call")
@@ -89,6 +104,9 @@ def draft(card: dict, model: str) -> Draft:
     args = [w.value(a) for a in call["args"]] + [f"{k}={w.value(v)}" for k, v in call["kwargs"].items()]
     if not w.inputs:
         raise OnrampError("the call takes no tensor")
+    lead = flattened(call)
+    if lead:
+        w.inputs[0]["shape"] = [math.prod(lead), w.inputs[0]["shape"][-1]]
     syms, shapes = symbols_for(w.inputs)
     dtype = w.inputs[0]["dtype"]
     inputs = [{"name": i["name"], "shape": sh, **({"dtype": i["dtype"]} if i["dtype"] != dtype else {})}
@@ -96,7 +114,8 @@ def draft(card: dict, model: str) -> Draft:
     ref = f"{call['fn']}({', '.join(args)})"
     name = spec_name(card)
     d = Draft(name=name, entry=name, dtype=dtype, symbols=syms, inputs=inputs, reference=ref,
-              description=f"card {card['id']} of {model}: {card['op']} as the model calls it ({dtype})")
+              description=f"card {card['id']} of {model}: {card['op']} as the model calls it ({dtype})"
+              + (f", its input's leading dims {'x'.join(map(str, lead))} as rows" if lead else ""))
     d.compare = {f"{call['fn']} (eager)": ref}
     return d
 
@@ -111,6 +130,8 @@ def write_all(doc: dict, folder: Path, command: str) -> None:
             d = draft(card, doc["model"])
             path = new.write(d, folder / "cards" / cid, None, True, command)
             card["spec"] = path.relative_to(folder).as_posix()
+            if flattened(card["call"]):
+                card["flatten"] = flattened(card["call"])   # apply reshapes the call's input to the spec's
         except Exception as e:   # noqa: BLE001 - one card that cannot be a spec is a line, never a crash
             why = str(e) if isinstance(e, OnrampError) else f"{type(e).__name__}: {e}"
             card["spec"], card["spec_why"] = None, " ".join(why.split())[:300]
