@@ -15,6 +15,10 @@ from kernloop.model import amdahl, modelpage
 from kernloop.model.outcome import outcome
 from kernloop.onramp.mcpruns import run_argv
 
+# Where orchestrator.py is in a source checkout: `python -m orchestrator` finds it from there
+# whatever the user's folder (the paths a card's run gets are absolute); installed, from anywhere.
+HOME = Path(__file__).resolve().parents[2]
+
 
 def save(doc: dict, folder: Path) -> None:
     """cards.json, rewritten whole (after each card's run: nothing is lost to a later failure), and
@@ -33,7 +37,8 @@ def one_run(argv: list[str]) -> tuple[Path | None, int, bool]:
     os.close(fd)
     stopped = False
     try:
-        proc = subprocess.Popen(argv, env={**os.environ, "KERNLOOP_RUN_DIR_FILE": announce}, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, env={**os.environ, "KERNLOOP_RUN_DIR_FILE": announce}, stdin=subprocess.DEVNULL,
+                                cwd=HOME if (HOME / "orchestrator.py").is_file() else None)
         try:
             rc = proc.wait()
         except KeyboardInterrupt:
