@@ -119,7 +119,33 @@ def timed(model, inputs: tuple, rounds: int, predicted: float, say) -> dict:
     say(f"eager {eager:.4f} ms, applied {fast:.4f} ms a forward (median of {rounds}, CUDA events, L2 flushed): "
         f"{eager / fast:.3f}x measured" + ("" if saved is None else f", {saved:.0%} of the time the prediction saves"))
     return {"timed": True, "rounds": rounds, "eager_ms": eager, "applied_ms": fast, "measured": eager / fast,
-            "saved_of_predicted": saved, "device_name": torch.cuda.get_device_name(inputs[0].device)}
+            "saved_of_predicted": saved, "device_name": torch.cuda.get_device_name(inputs[0].device),
+            "peers": peer_times(info.eager, inputs, rounds, fast, say)}
+
+
+def _gems(eager):
+    import flag_gems   # flag-gems: Triton kernels registered for aten ops, where it installs
+    return eager, flag_gems.use_gems()
+
+
+def peer_times(eager, inputs: tuple, rounds: int, applied_ms: float, say) -> dict:
+    """What a user would do instead with the whole model, timed the same way: torch.compile of the
+    eager forward, and FlagGems where it imports; a peer that cannot be timed says why."""
+    import torch
+    out = {}
+    for name, make in (("torch.compile", lambda: (torch.compile(eager), contextlib.nullcontext())),
+                       ("FlagGems", lambda: _gems(eager))):
+        try:
+            fn, ctx = make()
+            with ctx, torch.no_grad():
+                ms = median_ms(fn, inputs, rounds)   # its compile or first calls among the warm-up
+        except Exception as e:   # noqa: BLE001 - a peer that cannot run is named with why, never fatal
+            out[name] = {"error": f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"}
+            say(f"{name}: not timed ({out[name]['error']})")
+            continue
+        out[name] = {"ms": ms, "applied_vs_it": ms / applied_ms}
+        say(f"{name}: {ms:.4f} ms a forward; the applied model is {ms / applied_ms:.3f}x as fast")
+    return out
 
 
 def main(argv) -> int:
