@@ -200,7 +200,8 @@ def test_model_run_runs_the_loop_on_the_example_blocks_cards_on_the_synthetic_ba
     picked = [c for c in doc["cards"] if c["id"] in doc["picked"]]
     assert len(picked) == 2 and sum(c["iterations"] for c in picked) == 3
     # the block's linears take 2x64x128: their specs take the 128 rows (the tuner's matmul is 2-D)
-    assert all(c["op"] == "aten::linear" and c["flatten"] == [2, 64] for c in picked)
+    linears = [c for c in picked if c["op"] == "aten::linear"]   # the largest shares with a family
+    assert linears and all(c["flatten"] == [2, 64] for c in linears)
     for c in picked:
         assert c["spec"] and c["run"] and c["outcome"]["ended"] and c["outcome"]["synthetic"]
         events = read_events(folder / c["run"] / "run.jsonl")   # an ordinary run: its own log and page
