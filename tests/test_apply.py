@@ -157,6 +157,9 @@ def test_apply_swaps_only_the_verified_call_and_unapply_restores_the_model(model
     assert rel < 1e-5   # fp32: the kernel's silu against torch's
     kernel = info.swaps[0].kernel   # the champion.py of the card's run, nothing else
     assert Path(kernel.__code__.co_filename) == folder / "cards" / ids["silu"] / "run1" / "champion.py"
+    before = info.hit_rate()
+    assert torch.equal(model(x), eager)   # gradients recorded (the weights require grad): torch, not a kernel
+    assert info.hit_rate() == (before[0], before[1] + 3)   # the linear and both silus
     kernloop.unapply(model)
     assert "forward" not in model.__dict__ and not hasattr(model, "_kernloop")
     with torch.no_grad():

@@ -133,7 +133,9 @@ def run_kernel(s: "Swap", live: list):
 
 def guard_mode(applied: Applied, params: set):
     """A TorchFunctionMode that sends a call to a swap's kernel only when the call is exactly
-    the one the kernel was verified on (on the device it was measured on), else to torch."""
+    the one the kernel was verified on (on the device it was measured on) and no gradient is
+    being recorded (a kernel has no backward), else to torch."""
+    import torch
     from torch.overrides import TorchFunctionMode
     by_func: dict = {}
     for s in applied.swaps:
@@ -147,8 +149,9 @@ def guard_mode(applied: Applied, params: set):
                 live = flat_tensors([list(args), kwargs])
                 said = (calls.describe(list(args), params), {k: calls.describe(v, params) for k, v in kwargs.items()})
                 on_device = all(t.device.type == applied.device.split(":")[0] for t in live)
+                no_grad = not (torch.is_grad_enabled() and any(t.requires_grad for t in live))   # forward only
                 for s in swaps:
-                    if on_device and said == (s.call["args"], s.call["kwargs"]):
+                    if on_device and no_grad and said == (s.call["args"], s.call["kwargs"]):
                         s.hits += 1
                         return run_kernel(s, live)
                 applied.misses[s.call["fn"]] = applied.misses.get(s.call["fn"], 0) + 1
