@@ -174,6 +174,22 @@ def test_apply_swaps_only_the_verified_call_and_unapply_restores_the_model(model
         assert torch.equal(out2, model(x2))
 
 
+def test_the_swaps_survive_torch_compile_of_the_applied_model(model_dir, monkeypatch):
+    import torch
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    folder, ids = model_dir
+    model, (x,) = build(folder)
+    with torch.no_grad():
+        eager = model(x)
+        kernloop.apply(model, folder)
+        applied = model(x)
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="eager")   # dynamo traces the guard; each kernel is a custom op
+        got = [compiled(x) for _ in range(2)]
+    assert all(torch.equal(g, applied) for g in got) and not torch.equal(applied, eager)
+    kernloop.unapply(model)
+
+
 def apply_cli(*args, env=None):
     return subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "apply", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})

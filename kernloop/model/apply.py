@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,6 +121,43 @@ def flat_tensors(value) -> list:
     return []
 
 
+_OPS = itertools.count()   # custom op names are process-wide: each apply registers its own
+
+
+def rebuild(desc, tensors):
+    """A call's arguments from their description, its tensors taken in order from `tensors`."""
+    import torch
+    if isinstance(desc, dict) and "tensor" in desc:
+        return next(tensors)
+    if isinstance(desc, dict) and "dtype" in desc:
+        return getattr(torch, desc["dtype"])
+    return [rebuild(d, tensors) for d in desc] if isinstance(desc, list) else desc
+
+
+def as_op(s: "Swap"):
+    """The swap's kernel as a torch.library custom op (what torch.compile of the applied model
+    treats as one opaque call); its shapes for tracing are the torch function's on the same args."""
+    import torch
+    op = torch.library.custom_op(f"kernloop::card_{s.card}_{next(_OPS)}", mutates_args=(),
+                                 schema="(Tensor[] xs) -> Tensor")(lambda xs: run_kernel(s, xs))
+
+    @op.register_fake
+    def _(xs):
+        it = iter(xs)
+        return s.func(*rebuild(s.call["args"], it), **{k: rebuild(v, it) for k, v in s.call["kwargs"].items()})
+    return op
+
+
+def unmarked(desc):
+    """A call description without the parameter marks (what the guard compares: shapes, dtypes,
+    strides and values; whether a tensor is a weight changes nothing the kernel computes)."""
+    if isinstance(desc, dict) and "tensor" in desc:
+        return {"tensor": {k: v for k, v in desc["tensor"].items() if k != "param"}}
+    if isinstance(desc, dict):
+        return {k: unmarked(v) for k, v in desc.items()}
+    return [unmarked(d) for d in desc] if isinstance(desc, list) else desc
+
+
 def run_kernel(s: "Swap", live: list):
     """The swap's kernel on the call's tensors as the judge gave them (contiguous; a flattened
     card's first input as rows), its output in the call's shape."""
@@ -131,7 +169,7 @@ def run_kernel(s: "Swap", live: list):
     return out.reshape(*s.flatten, out.shape[-1])
 
 
-def guard_mode(applied: Applied, params: set):
+def guard_mode(applied: Applied):
     """A TorchFunctionMode that sends a call to a swap's kernel only when the call is exactly
     the one the kernel was verified on (on the device it was measured on) and no gradient is
     being recorded (a kernel has no backward), else to torch."""
@@ -139,7 +177,7 @@ def guard_mode(applied: Applied, params: set):
     from torch.overrides import TorchFunctionMode
     by_func: dict = {}
     for s in applied.swaps:
-        by_func.setdefault(s.func, []).append(s)
+        by_func.setdefault(s.func, []).append((s, unmarked([s.call["args"], s.call["kwargs"]]), as_op(s)))
 
     class Guard(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -147,13 +185,14 @@ def guard_mode(applied: Applied, params: set):
             swaps = by_func.get(func, ())
             if swaps:
                 live = flat_tensors([list(args), kwargs])
-                said = (calls.describe(list(args), params), {k: calls.describe(v, params) for k, v in kwargs.items()})
+                said = unmarked([calls.describe(list(args), set()),
+                                 {k: calls.describe(v, set()) for k, v in kwargs.items()}])
                 on_device = all(t.device.type == applied.device.split(":")[0] for t in live)
                 no_grad = not (torch.is_grad_enabled() and any(t.requires_grad for t in live))   # forward only
-                for s in swaps:
-                    if on_device and no_grad and said == (s.call["args"], s.call["kwargs"]):
+                for s, verified, op in swaps:
+                    if on_device and no_grad and said == verified:
                         s.hits += 1
-                        return run_kernel(s, live)
+                        return op(live)
                 applied.misses[s.call["fn"]] = applied.misses.get(s.call["fn"], 0) + 1
             return func(*args, **kwargs)
     return Guard
@@ -166,8 +205,7 @@ def apply(model, model_dir):
         raise ApplyError("the model is already applied: kernloop.unapply(model) first")
     device, swaps, fell = plan(Path(model_dir))
     applied = Applied(device, swaps, fell, had_forward=model.__dict__.get("forward"))
-    params = {id(p) for p in model.parameters()} | {id(b) for b in model.buffers()}
-    Guard = guard_mode(applied, params)
+    Guard = guard_mode(applied)
     inner = applied.eager = model.forward
 
     @functools.wraps(inner)
