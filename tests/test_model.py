@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -213,16 +214,26 @@ def test_model_run_runs_the_loop_on_the_example_blocks_cards_on_the_synthetic_ba
     page = (folder / "model.html").read_text()   # the model folder's page links each card's run
     assert all(f'<a href="{c["run"]}/trajectory.html">' in page for c in picked)
     assert "No measured win yet" in page and "2 synthetic run(s) not counted" in page
-    # a card's run killed before its end (no run_end): --resume continues it, and only it
+    # killed mid-model: the first card's run before its end (no run_end), the second card not started
     first, second = picked
     log = folder / first["run"] / "run.jsonl"
     log.write_text("".join(ln for ln in log.read_text().splitlines(True) if '"run_end"' not in ln))
-    again = model_cli("--resume", folder)
+    shutil.rmtree(folder / second["run"])
+    saved = json.loads((folder / "cards.json").read_text())
+    for c in saved["cards"]:
+        if c["id"] == second["id"]:
+            del c["run"], c["outcome"]
+    (folder / "cards.json").write_text(json.dumps(saved))
+    again = model_cli("--resume", folder)   # the first resumed, the second started with its part of the budget
     assert again.returncode == 0, again.stderr[-2000:]
-    assert f"card {second['id']}: its run has ended" in again.stdout and f"card {first['id']} (" in again.stdout
+    assert f"card {first['id']} (" in again.stdout and f"card {second['id']} (" in again.stdout
     events = read_events(log)
     assert [e["event"] for e in events][-2:] == ["resume", "run_end"] and events[-1]["stopped"] == "budget"
-    assert json.loads((folder / "cards.json").read_text())["cards"] == doc["cards"]   # the same runs, ended
+    now = {c["id"]: c for c in json.loads((folder / "cards.json").read_text())["cards"]}
+    assert now[second["id"]]["iterations"] == second["iterations"]
+    assert now[second["id"]]["outcome"]["ended"] and now[first["id"]]["outcome"] == first["outcome"]
+    done = model_cli("--resume", folder)   # nothing left: every card's run has ended
+    assert done.returncode == 0 and done.stdout.count("its run has ended") == 2
 
 
 def test_run_options_without_run_are_one_error_line(tmp_path):

@@ -90,7 +90,9 @@ def run_cards(doc: dict, folder: Path, iterations: int, backend: str, proposer: 
             cards[cid]["run"], cards[cid]["run_why"] = None, "no spec: " + cards[cid]["spec_why"]
     todo = [cards[cid] for cid in doc["picked"] if cards[cid].get("spec")]
     for card, n in zip(todo, amdahl.split(iterations, [c["share"] for c in todo])):
-        card.setdefault("iterations", n)
+        card.setdefault("iterations", n)   # split once, before any run: a resumed model keeps it
+    save(doc, folder)
+    for card in todo:
         if card.get("run") and not unfinished(card, folder):
             say(f"card {card['id']}: its run has ended ({card['run']}): not run again")
             continue
@@ -115,11 +117,12 @@ def summary(doc: dict) -> list[str]:
     for cid in doc["picked"]:
         c, o = cards[cid], cards[cid].get("outcome") or {}
         if not c.get("run"):
-            out.append(f"{cid} {c['op']}: no run ({c.get('run_why')})")
+            out.append(f"{cid} {c['op']}: no run ({c.get('run_why') or 'not started yet'})")
             continue
         tag = "SYNTHETIC (modeled) " if o.get("synthetic") else ""
         champ = "the torch op (no candidate beat it)" if o.get("champion_id") in (None, "baseline") \
             else f"{o['champion_id']}, {o['speedup']:.2f}x the torch op"
-        out.append(f"{cid} {c['op']}: {tag}run {c['run']}: " + (f"champion {champ}" if o.get("ended")
-                                                               else "did not end (no run_end)"))
+        ended = "interrupted (model --resume continues it)" if o.get("stopped") == "interrupted" \
+            else f"champion {champ}" if o.get("ended") else "did not end (no run_end)"
+        out.append(f"{cid} {c['op']}: {tag}run {c['run']}: {ended}")
     return out
