@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
-"""KernLoop's command line: run (the default), new, check, page, mcp and doctor; one `error:` line and exit 2 for every user error.
+"""KernLoop's command line: run (the default), new, check, page, mcp, doctor, model and apply; one `error:` line and exit 2 for every user error.
 
-  python orchestrator.py --spec specs/matmul.yaml          (= python orchestrator.py run --spec ...)
-  python orchestrator.py --resume runs/<id>
+  python orchestrator.py --spec specs/matmul.yaml  (= python orchestrator.py run --spec ...), --resume runs/<id>
   python orchestrator.py new NAME --from MODULE:FUNCTION --shape 4096x8192 --dtype bf16
   python orchestrator.py check --spec specs/NAME.yaml KERNEL.py
   python orchestrator.py page runs/<id> [--index]      kernloop mcp  (MCP over stdio, for agents)
@@ -50,7 +49,8 @@ COMMANDS = """commands:
   check    one kernel file through the contract and the full checker
   page     re-render a run's page and the runs index
   mcp      serve the judge and the loop to a coding agent over MCP (stdio)
-  model    capture a model's operators into cards ranked by what each could gain it (Amdahl)
+  model    capture a model's operators into cards ranked by what each could gain it; --run: the loop on each
+  apply    check (and on a GPU time) a model with its cards' verified winners swapped in, against eager and Amdahl
   doctor   what is installed and usable here (GPU, Triton, ncu, peers, Ray, nebius, LLM), and what is missing
 `python orchestrator.py COMMAND --help` (or `kernloop COMMAND --help`) for a command's options."""
 
@@ -438,8 +438,7 @@ def run(argv: list[str]) -> int:
     """`run`: the loop, with Ctrl-C and SIGTERM as one interrupt that ends the run cleanly."""
     args = parse_args(argv)
     interrupts.install()
-    # Library logging (the LLM client's one line per proposal, httpx's requests) never reaches
-    # the terminal: until the run folder exists it goes nowhere, then into its kernloop.log.
+    # Library logging (the LLM client, httpx) never reaches the terminal: nowhere, then the run's kernloop.log.
     logging.root.addHandler(logging.NullHandler())
     logging.root.setLevel(logging.INFO)
     try:
@@ -476,8 +475,9 @@ def command(name: str):
         from kernloop.onramp.mcpserver import main
     elif name == "doctor":
         from kernloop.onramp.doctor import main
-    elif name == "model":
-        from kernloop.onramp.modelcmd import main
+    elif name in ("model", "apply"):
+        from kernloop.onramp import applycmd, modelcmd
+        main = modelcmd.main if name == "model" else applycmd.main
     else:
         main = run
     return main
@@ -485,7 +485,7 @@ def command(name: str):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    name = argv[0] if argv and argv[0] in ("run", "new", "check", "page", "mcp", "doctor", "model") else "run"
+    name = argv[0] if argv and argv[0] in ("run", "new", "check", "page", "mcp", "doctor", "model", "apply") else "run"
     rest = argv[1:] if argv[:1] == [name] else argv   # `--spec S` alone is `run --spec S`
     wrap_warnings()   # a library's warning is a `warning:` line within 120 columns too
     try:

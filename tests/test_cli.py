@@ -27,7 +27,7 @@ def _cli(*args, cwd=ROOT):
 def test_help_lists_the_subcommands():
     p = _cli("--help")
     assert p.returncode == 0
-    for name in ("run", "new", "check", "page", "model", "mcp", "doctor"):
+    for name in ("run", "new", "check", "page", "model", "apply", "mcp", "doctor"):
         assert f"\n  {name} " in p.stdout, name
         h = _cli(name, "--help")   # each one's own help, through the same dispatch
         assert h.returncode == 0 and "usage:" in h.stdout, (name, h.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,10 @@ def test_the_example_block_is_captured_into_cards_that_add_up_to_its_forward(tmp
     assert [c["id"] for c in cards] == [f"c{i:02d}" for i in range(1, len(cards) + 1)]
     assert cards == amdahl.rank(cards) and doc["picked"] == amdahl.pick(cards, 4, 0.05)
     assert all(c["dtypes"][0] == "float32" for c in linear.values())
+    (folder,) = tmp_path.iterdir()
+    picked = [c for c in cards if c["id"] in doc["picked"]]
+    assert picked and all((folder / c["spec"]).is_file() for c in picked if c["spec"])
+    assert all(c["spec"] or c["spec_why"] for c in picked) and all("spec" not in c for c in cards if c not in picked)
 
 
 def test_a_model_the_project_never_saw_goes_through_capture(tmp_path):
@@ -94,3 +99,147 @@ def test_a_build_that_cannot_be_used_is_one_error_line_and_leaves_nothing(tmp_pa
     (line,) = [ln for ln in unwrap(p.stderr) if ln.startswith("error:")]
     assert says in line and "Traceback" not in p.stderr
     assert not (tmp_path / "runs").exists()
+
+
+# ---------------------------------------------------------------- exact calls (kernloop/model/calls.py)
+
+def cards_with_calls(build) -> list[dict]:
+    """The cards of `build()`'s model with their exact calls, in this process (CPU)."""
+    from kernloop.model import calls, capture
+    model, inputs = build()
+    cards = amdahl.rank(capture.capture(model, inputs, device="cpu", forwards=1)["cards"])
+    calls.attach(cards, calls.record(model, inputs))
+    return cards
+
+
+def test_each_card_of_the_example_mlp_has_its_exact_call():
+    sys.path.insert(0, str(ROOT / "examples"))
+    import mlp
+    cards = cards_with_calls(mlp.build_small)
+    by_op = {}
+    for c in cards:
+        by_op.setdefault(c["op"], []).append(c)
+    (gelu,) = by_op["aten::gelu"]
+    assert gelu["call"] == {"fn": "torch.nn.functional.gelu", "kwargs": {"approximate": "none"}, "args": [
+        {"tensor": {"shape": [64, 512], "dtype": "float32", "stride": [512, 1], "param": False}}]}
+    norms = {tuple(c["inputs"][0]): c["call"] for c in by_op["aten::layer_norm"]}
+    assert norms[(64, 128)]["fn"] == "torch.nn.functional.layer_norm"
+    (x, shape), kw = norms[(64, 128)]["args"], norms[(64, 128)]["kwargs"]
+    assert shape == [128] and kw["eps"] == pytest.approx(1e-5) and kw["weight"]["tensor"]["param"]
+    assert x["tensor"] == {"shape": [64, 128], "dtype": "float32", "stride": [128, 1], "param": False}
+    for lin in by_op["aten::linear"]:
+        x, w, b = lin["call"]["args"]
+        assert lin["call"]["fn"] == "torch.nn.functional.linear" and w["tensor"]["param"] and b["tensor"]["param"]
+        assert [x["tensor"]["shape"], w["tensor"]["shape"]] == lin["inputs"][:2]
+
+
+def test_the_arguments_the_profiler_drops_are_kept():
+    import torch
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(torch.nn.functional.gelu(x.t(), approximate="tanh"), dim=0)
+
+    cards = cards_with_calls(lambda: (Net().eval(), (torch.randn(6, 10),)))
+    calls = {c["op"]: c["call"] for c in cards}
+    assert calls["aten::gelu"]["kwargs"] == {"approximate": "tanh"}
+    assert calls["aten::gelu"]["args"][0]["tensor"]["stride"] == [1, 10]   # the transposed view
+    assert calls["aten::softmax"]["fn"] == "torch.softmax" and calls["aten::softmax"]["kwargs"] == {"dim": 0}
+    assert calls["aten::t"]["fn"] == "torch.Tensor.t"
+
+
+# ---------------------------------------------------------------- a spec per card (kernloop/model/cardspec.py)
+
+def test_a_picked_card_becomes_a_spec_the_loader_accepts_and_a_card_that_cannot_says_why(tmp_path):
+    import torch
+    from kernloop.onramp import cardspec
+    from kernloop.spec import load_spec
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(24)
+
+        def forward(self, x):
+            a, b = torch.nn.functional.gelu(self.norm(x), approximate="tanh").split(12, dim=-1)
+            return a * b
+
+    cards = cards_with_calls(lambda: (Net().eval(), (torch.randn(10, 24),)))
+    for i, c in enumerate(cards, 1):
+        c["id"] = f"c{i:02d}"
+    ids = {c["op"]: c["id"] for c in cards}
+    doc = {"model": "net.py:build", "cards": cards,
+           "picked": [ids["aten::gelu"], ids["aten::layer_norm"], ids["aten::split"]]}
+    cardspec.write_all(doc, tmp_path, "kernloop model --from net.py:build")
+    got = {c["op"]: c for c in cards}
+    gelu = load_spec(tmp_path / got["aten::gelu"]["spec"])
+    assert gelu.reference == "torch.nn.functional.gelu(x, approximate='tanh')" and gelu.torch_baseline
+    assert gelu.entry == gelu.name == f"{ids['aten::gelu']}_gelu" and gelu.shapes[0] == {"M": 10, "N": 24}
+    assert gelu.tolerance == 0.002 and gelu.input_names == ["x"]
+    norm = load_spec(tmp_path / got["aten::layer_norm"]["spec"])   # the weights are inputs too
+    assert norm.input_names == ["x", "w", "v"] and "[x.shape[1]]" in norm.reference
+    assert got["aten::split"]["spec"] is None and "returns tuple, not one tensor" in got["aten::split"]["spec_why"]
+    assert "spec" not in got["aten::mul"]   # not picked: no spec
+
+
+# ---------------------------------------------------------------- the loop on each card (model --run)
+
+def test_the_budget_is_split_by_share_and_the_prediction_is_amdahls():
+    assert amdahl.split(10, [0.5, 0.3, 0.2]) == [5, 3, 2] and amdahl.split(3, [0.7, 0.2, 0.1]) == [2, 1, 0]
+    assert sum(amdahl.split(7, [0.41, 0.33, 0.26])) == 7 and amdahl.split(4, []) == []
+    assert amdahl.predict([(0.5, 2.0)]) == pytest.approx(amdahl.gain(0.5, 2.0))
+    assert amdahl.predict([(0.25, 2.0), (0.25, 2.0)]) == pytest.approx(amdahl.gain(0.5, 2.0))
+
+
+@pytest.mark.slow
+def test_model_run_runs_the_loop_on_the_example_blocks_cards_on_the_synthetic_backend(tmp_path):
+    from kernloop.trajectory import read_events
+    p = model_cli("--from", "examples/block.py:build_small", "--out", tmp_path, "--top", 2, "--run",
+                  "--iterations", 3, "--backend", "synthetic", "--proposer", "tuner")
+    doc = cards_of(p, tmp_path)
+    (folder,) = tmp_path.iterdir()
+    picked = [c for c in doc["cards"] if c["id"] in doc["picked"]]
+    assert len(picked) == 2 and sum(c["iterations"] for c in picked) == 3
+    # the block's linears take 2x64x128: their specs take the 128 rows (the tuner's matmul is 2-D)
+    linears = [c for c in picked if c["op"] == "aten::linear"]   # the largest shares with a family
+    assert linears and all(c["flatten"] == [2, 64] for c in linears)
+    for c in picked:
+        assert c["spec"] and c["run"] and c["outcome"]["ended"] and c["outcome"]["synthetic"]
+        events = read_events(folder / c["run"] / "run.jsonl")   # an ordinary run: its own log and page
+        assert events[0]["event"] == "run_start" and events[-1]["event"] == "run_end"
+        assert all(e["synthetic"] and e["backend"] == "synthetic" for e in events)
+        assert (folder / c["run"] / "trajectory.html").is_file()
+        assert len([e for e in events if e["event"] == "iteration"]) == c["iterations"]
+        assert f"{c['id']} {c['op']}: SYNTHETIC (modeled) run {c['run']}" in " ".join(unwrap(p.stdout))
+    page = (folder / "model.html").read_text()   # the model folder's page links each card's run
+    assert all(f'<a href="{c["run"]}/trajectory.html">' in page for c in picked)
+    assert "No measured win yet" in page and "2 synthetic run(s) not counted" in page
+    # killed mid-model: the first card's run before its end (no run_end), the second card not started
+    first, second = picked
+    log = folder / first["run"] / "run.jsonl"
+    log.write_text("".join(ln for ln in log.read_text().splitlines(True) if '"run_end"' not in ln))
+    shutil.rmtree(folder / second["run"])
+    saved = json.loads((folder / "cards.json").read_text())
+    for c in saved["cards"]:
+        if c["id"] == second["id"]:
+            del c["run"], c["outcome"]
+    (folder / "cards.json").write_text(json.dumps(saved))
+    again = model_cli("--resume", folder)   # the first resumed, the second started with its part of the budget
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"card {first['id']} (" in again.stdout and f"card {second['id']} (" in again.stdout
+    events = read_events(log)
+    assert [e["event"] for e in events][-2:] == ["resume", "run_end"] and events[-1]["stopped"] == "budget"
+    now = {c["id"]: c for c in json.loads((folder / "cards.json").read_text())["cards"]}
+    assert now[second["id"]]["iterations"] == second["iterations"]
+    assert now[second["id"]]["outcome"]["ended"] and now[first["id"]]["outcome"] == first["outcome"]
+    done = model_cli("--resume", folder)   # nothing left: every card's run has ended
+    assert done.returncode == 0 and done.stdout.count("its run has ended") == 2
+
+
+def test_run_options_without_run_are_one_error_line(tmp_path):
+    p = model_cli("--from", "examples/mlp.py:build_small", "--out", tmp_path, "--iterations", 3)
+    assert p.returncode == 2 and "--iterations, --backend and --proposer are for --run" in p.stderr
+    assert list(tmp_path.iterdir()) == []
+    p = model_cli("--resume", tmp_path / "nowhere")
+    (line,) = [ln for ln in unwrap(p.stderr) if ln.startswith("error:")]
+    assert p.returncode == 2 and "not a model folder" in line and "Traceback" not in p.stderr

@@ -23,3 +23,22 @@ def pick(ranked: list[dict], top: int, min_share: float) -> list[str]:
     """Ids of the cards worth a run: a template family can take them, their share is at least
     `min_share`, at most `top` of them, largest share first."""
     return [c["id"] for c in ranked if c.get("family") and c["share"] >= min_share][:top]
+
+
+def split(total: int, shares: list[float]) -> list[int]:
+    """`total` iterations split in proportion to `shares` (largest remainders first; a card whose
+    part rounds to nothing gets 0), summing to `total`."""
+    weight = sum(shares)
+    if total < 0 or not shares or weight <= 0:
+        return [0] * len(shares)
+    exact = [total * s / weight for s in shares]
+    out = [int(x) for x in exact]
+    for i in sorted(range(len(shares)), key=lambda i: (out[i] - exact[i], i))[:total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def predict(parts: list[tuple[float, float]]) -> float:
+    """The whole model's speedup when each (share, speedup) operator gets its speedup at once."""
+    left = 1.0 - sum(s for s, _ in parts) + sum(s / x for s, x in parts)
+    return 1.0 / left

@@ -70,7 +70,8 @@ def load_build(target: str) -> Built:
     return Built(model, inputs)
 
 
-def _key(e) -> tuple:
+def event_key(e) -> tuple:
+    """A profiler event's card key: its operator, its inputs' shapes and their dtypes."""
     dtypes = tuple(DTYPES.get(str(d), str(d)) for d in (getattr(e, "input_dtypes", None) or []))   # one per input
     return e.name, tuple(tuple(s) for s in e.input_shapes or []), dtypes
 
@@ -94,7 +95,7 @@ def capture(model, inputs: tuple, device: str, forwards: int = 3) -> dict:
     groups: dict[tuple, list] = {}
     for e in prof.events():
         if e.cpu_parent is None and e.name.startswith("aten::"):   # what the model itself called
-            groups.setdefault(_key(e), []).append(e.device_time_total if gpu else e.cpu_time_total)
+            groups.setdefault(event_key(e), []).append(e.device_time_total if gpu else e.cpu_time_total)
     total = sum(sum(v) for v in groups.values()) or 1.0
     cards = [{"op": op, "inputs": [list(s) for s in shapes], "dtypes": list(dtypes),
               "calls_per_forward": len(v) / forwards, "ms_per_forward": sum(v) / forwards / 1e3,

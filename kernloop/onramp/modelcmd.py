@@ -11,7 +11,8 @@ from pathlib import Path
 
 from kernloop.errors import ArgParser
 from kernloop.loop import terminal
-from kernloop.model import amdahl, capture
+from kernloop.model import amdahl, calls, capture
+from kernloop.onramp import cardspec, modelrun
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -19,8 +20,11 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 def parse_args(argv):
     p = ArgParser(prog="orchestrator.py model", description="Capture a model's operators into cards ranked "
                   "by what each could gain the whole model (forward only).")
-    p.add_argument("--from", dest="source", required=True, metavar="FILE.py:BUILD",
-                   help="a function returning (model, example_inputs), e.g. examples/block.py:build")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--from", dest="source", metavar="FILE.py:BUILD",
+                     help="a function returning (model, example_inputs), e.g. examples/block.py:build")
+    src.add_argument("--resume", metavar="DIR", help="a model folder: run its picked cards whose run has not "
+                                                     "ended (resumed where it was interrupted)")
     p.add_argument("--dtype", choices=sorted(DTYPES), help="cast the model and its float inputs (default: as built)")
     p.add_argument("--device", help="cuda or cpu (default: cuda if torch sees a GPU, else cpu)")
     p.add_argument("--forwards", type=int, default=3, help="forward passes profiled (default 3)")
@@ -28,9 +32,27 @@ def parse_args(argv):
     p.add_argument("--min-share", type=float, default=0.05, help="least share of the forward a picked card "
                                                                   "has (default 0.05)")
     p.add_argument("--out", default="runs", help="folder for the model's folder (default: runs)")
+    p.add_argument("--run", action="store_true", help="then run the loop on each picked card's spec, one "
+                                                      "ordinary run after another")
+    p.add_argument("--iterations", type=int, help="with --run: the whole iteration budget, split by share "
+                                                  "(default: 8 a picked card)")
+    p.add_argument("--backend", default="auto", choices=["auto", "local", "synthetic", "nebius", "ray"],
+                   help="with --run: where candidates run (as `run --backend`)")
+    p.add_argument("--proposer", default="auto", choices=["auto", "tuner", "llm"],
+                   help="with --run: as `run --proposer`")
+    p.add_argument("--seed", type=int, default=0, help="with --run: as `run --seed`")
     args = p.parse_args(argv)
     if args.forwards < 1 or args.top < 0 or not 0 <= args.min_share <= 1:
         p.error("--forwards must be >= 1, --top >= 0, --min-share in [0, 1]")
+    if args.iterations is not None and args.iterations < 0 or args.seed < 0:
+        p.error("--iterations and --seed must be >= 0")
+    captured = (args.dtype, args.device, args.forwards, args.top, args.min_share, args.out)
+    if args.resume and captured != (None, None, 3, 4, 0.05, "runs"):
+        p.error("--dtype, --device, --forwards, --top, --min-share and --out are for --from (a model "
+                "folder keeps its own)")
+    args.run = args.run or bool(args.resume)
+    if not args.run and (args.iterations is not None or args.backend != "auto" or args.proposer != "auto"):
+        p.error("--iterations, --backend and --proposer are for --run")
     return args
 
 
@@ -56,10 +78,10 @@ def table(doc: dict) -> list[str]:
     return out
 
 
-def main(argv) -> int:
-    """`model`; a BuildError reaches the CLI (one error line, exit 2) before anything is written."""
+def capture_model(args, argv):
+    """Capture, rank, match the exact calls, write the folder (cards.json, a spec per picked card),
+    show the table; (the doc, its folder)."""
     import torch
-    args = parse_args(argv)
     built = capture.load_build(args.source)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     ready = placed(built, device, args.dtype)
@@ -67,17 +89,47 @@ def main(argv) -> int:
     ranked = amdahl.rank(got["cards"])
     for i, c in enumerate(ranked, 1):
         c["id"] = f"c{i:02d}"
-    doc = {"model": args.source, "dtype": args.dtype, **got, "cards": ranked,
-           "picked": amdahl.pick(ranked, args.top, args.min_share)}
-    stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(args.source.rpartition(":")[0]).stem)
+    calls.attach(ranked, calls.record(ready.model, ready.inputs))   # each card's exact call
+    path, _, fn = args.source.rpartition(":")
+    doc = {"model": args.source, "build": f"{Path(path).resolve()}:{fn}", "dtype": args.dtype, **got,
+           "cards": ranked, "picked": amdahl.pick(ranked, args.top, args.min_share)}
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(path).stem)
     folder = Path(args.out) / f"model-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}"
     folder.mkdir(parents=True)
-    (folder / "cards.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    cardspec.write_all(doc, folder, "kernloop model " + " ".join(argv))   # a spec per picked card
+    modelrun.save(doc, folder)   # cards.json and the model folder's page
     say = terminal.printer()
     say(f"model {args.source} on {device}: {len(ranked)} cards, {got['ms_per_forward']:.4f} ms a forward "
         f"({got['clock']}, {args.forwards} forwards)")
     for row in table(doc):
         print(row)
     say(f"picked for a run: {', '.join(doc['picked']) or 'none (no card with a template family and its share)'}")
-    print(f"cards: {folder / 'cards.json'}")
-    return 0
+    for c in ranked:
+        if c["id"] in doc["picked"]:
+            print(f"{c['id']} spec: {folder / c['spec']}" if c["spec"] else f"{c['id']} no spec: {c['spec_why']}")
+    print(f"cards: {folder / 'cards.json'}, page: {folder / 'model.html'}")
+    return doc, folder
+
+
+def main(argv) -> int:
+    """`model`; a BuildError (or a --resume folder without cards.json) reaches the CLI (one error
+    line, exit 2) before anything is written."""
+    args = parse_args(argv)
+    if args.resume:
+        folder = Path(args.resume)
+        try:
+            doc = json.loads((folder / "cards.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise capture.BuildError(f"--resume {folder}: not a model folder (cards.json: "
+                                     f"{' '.join(str(e).split())})") from None
+    else:
+        doc, folder = capture_model(args, argv)
+    if not args.run:
+        return 0
+    say = terminal.printer()
+    total = 8 * len(doc["picked"]) if args.iterations is None else args.iterations
+    rc = modelrun.run_cards(doc, folder, total, args.backend, args.proposer, args.seed, say)
+    for line in modelrun.summary(doc):
+        say(line)
+    print(f"cards: {folder / 'cards.json'}, page: {folder / 'model.html'}")
+    return rc
