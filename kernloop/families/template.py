@@ -177,9 +177,11 @@ def _matmul_space(d: dict):
 
     def allowed(cfg):   # the accumulator: float32 values a thread holds
         return cfg["BLOCK_M"] * cfg["BLOCK_N"] / (32 * cfg["num_warps"]) <= 128
-    big = min(cap["M"], cap["N"]) >= 256   # 128x256 tiles: the H100's best for large squares
+    # 128x256 tiles, persistent with TMA: the H100's best for large matrices (0.98x cuBLAS at 4096^3,
+    # benchmarks/results/session24/matmul_variants.json); the pointer kernel where TMA cannot go
+    big = min(cap["M"], cap["N"]) >= 256
     config = dict(BLOCK_M=min(128, space["BLOCK_M"][-1]), BLOCK_N=min(256 if big else 128, space["BLOCK_N"][-1]),
-                  BLOCK_K=min(64, space["BLOCK_K"][-1]), GROUP_M=8, num_warps=8, num_stages=3, PERSISTENT=0)
+                  BLOCK_K=min(64, space["BLOCK_K"][-1]), GROUP_M=8, num_warps=8, num_stages=3, PERSISTENT=int(big))
     return space, allowed, config
 
 

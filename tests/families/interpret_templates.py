@@ -85,6 +85,11 @@ def run(dtype):
         want = act(code, a2.float() @ b2.float() + (bias2.float() if has_bias else 0))
         got = case(m, ["a", "b", "bias"], 16384, {**mm_cfg, "PERSISTENT": 1})(a2, b2, bias2)
         out[f"matmul/persistent/bias={has_bias}/act={code}"] = rel(got, want)
+    # B as the transpose of a row-major [N, K] (F.linear's weight): TMA on the [N, K] rows
+    w2 = rnd(40, 24)
+    m = Match("matmul", "", {"HAS_BIAS": True, "ACT": -1}, "_launch(a, b.t(), bias)")
+    got = case(m, ["a", "b", "bias"], 16384, {**mm_cfg, "PERSISTENT": 1})(a2, w2, bias2)
+    out["matmul/persistent/transposed_b"] = rel(got, a2.float() @ w2.float().t() + bias2.float())
     x3 = rnd(3, 37, 5)
     reduce_ref = {0: "sum", 1: "mean", 2: "amax", 3: "amin", 4: "argmax", 5: "argmin"}
     for op in range(6):   # the reduced dim in the middle, last (keepdim), first

@@ -3,8 +3,9 @@
 Output tiles are walked in groups of GROUP_M rows of tiles, so the tiles that run together share
 columns of B in L2. Accumulation is float32; bias and activation are applied to the accumulator
 before the one store (the epilogue costs no extra pass over C). PERSISTENT=1, on Hopper and where
-TMA can describe all three matrices: one program per SM walks the tiles, which move by TMA
-descriptors; else one program per tile with masked pointer loads.
+TMA can describe all three matrices (B also as the transpose of a row-major [N, K], as F.linear's
+weight): one program per SM walks the tiles, which move by TMA descriptors; else one program per
+tile with masked pointer loads.
 """
 import torch
 import triton
@@ -48,7 +49,7 @@ def _epilogue(acc, bias_ptr, rn, N, BIAS: tl.constexpr, KIND: tl.constexpr):
 @triton.jit
 def _matmul_tma(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PROGRAMS: tl.constexpr, BIAS: tl.constexpr,
-                KIND: tl.constexpr):
+                KIND: tl.constexpr, B_T: tl.constexpr):
     start = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -61,8 +62,10 @@ def _matmul_tma(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BLOCK_M: tl.constexpr
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):   # TMA zero-fills outside the matrices: partial tiles need no masks
             a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
-            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
-            acc = tl.dot(a, b, acc)
+            if B_T:   # b_desc describes the row-major [N, K] whose transpose is B
+                acc = tl.dot(a, b_desc.load([pid_n * BLOCK_N, ki * BLOCK_K]).T, acc)
+            else:
+                acc = tl.dot(a, b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N]), acc)
         tile_c += PROGRAMS
         pid_m, pid_n = _tile(tile_c, tiles_m, tiles_n, GROUP_M)
         acc = _epilogue(acc, bias_ptr, pid_n * BLOCK_N + tl.arange(0, BLOCK_N), N, BIAS, KIND)
@@ -104,15 +107,16 @@ def _launch(a, b, bias):
     BM, BN, BK = CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"]
     on_gpu = a.device.type == "cuda"
     hopper = not on_gpu or torch.cuda.get_device_capability(a.device)[0] >= 9   # the interpreter emulates TMA
-    if CONFIG["PERSISTENT"] and hopper and _tma_ok(a) and _tma_ok(b) and _tma_ok(c):
+    b_t = not _tma_ok(b) and _tma_ok(b.t())   # B is a transposed view (F.linear's weight)
+    if CONFIG["PERSISTENT"] and hopper and _tma_ok(a) and (_tma_ok(b) or b_t) and _tma_ok(c):
         # One program per SM (3 on the CPU), or per tile when there are fewer tiles; PROGRAMS
         # stays the SM count, so one compile serves every shape.
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count if on_gpu else 3
+        b_desc = TensorDescriptor.from_tensor(b.t(), [BN, BK]) if b_t else TensorDescriptor.from_tensor(b, [BK, BN])
         _matmul_tma[(min(sms, triton.cdiv(M, BM) * triton.cdiv(N, BN)),)](
-            TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(b, [BK, BN]),
-            TensorDescriptor.from_tensor(c, [BM, BN]), bias, M, N, K, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK,
-            GROUP_M=CONFIG["GROUP_M"], PROGRAMS=sms, BIAS=HAS_BIAS, KIND=ACT,
-            num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"])
+            TensorDescriptor.from_tensor(a, [BM, BK]), b_desc, TensorDescriptor.from_tensor(c, [BM, BN]), bias,
+            M, N, K, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=CONFIG["GROUP_M"], PROGRAMS=sms,
+            BIAS=HAS_BIAS, KIND=ACT, B_T=b_t, num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"])
         return c
     grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
     _matmul[grid](a, b, bias, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
