@@ -178,7 +178,7 @@ def main() -> int:
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
     res = {"argv": sys.argv, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-           "judge": LocalBackend().judge}   # KERNLOOP_JUDGE: warm (default), warm-fresh or cold
+           "judge": LocalBackend().judge}   # KERNLOOP_JUDGE: warm-fresh (GPU default), warm or cold
     out = Path(a.out)
 
     def section(name, f):

@@ -7,7 +7,8 @@ timed call. The result line's `floor` is its timing summary plus {what, bytes, m
 compute-bound job (the roofline's `bound`), the host clock (interpret mode) or a failed copy
 measure no floor, and the loop's speed-of-light stop then never fires.
 
-Not run on a GPU yet: written beside the peers (checker/sight.py), to be run on the device.
+Measured beside the peers (checker/sight.py): on the H100 a copy of 134 MB at about 3.2 TB/s
+(benchmarks/results/session24/sol_floor.json).
 """
 from __future__ import annotations
 

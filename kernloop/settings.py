@@ -100,14 +100,15 @@ _VARS = [
     Var("KERNLOOP_CHECK_TIMEOUT_S", float, 300.0, "seconds one checker run may take before its "
         "whole process group is killed (default 300; local, synthetic and ray backends)", 0, 86400,
         gt=True),
-    Var("KERNLOOP_JUDGE", ("warm", "warm-fresh", "cold"), "warm", "`warm` (default): the local "
-        "backend keeps one judge per GPU for the whole run (the synthetic backend one per CPU "
-        "worker, in the interpreter; checker/serve.py): the champion's "
-        "worker stays, candidate workers start ahead, a promoted candidate's second look runs "
-        "after its decision; `warm-fresh`: the same, but each job's champion is a fresh worker "
-        "started ahead (both sides of every A/B the same age); `cold`: one checker process per "
-        "job, the second look inside it (the path before the warm judge, kept for comparison: "
-        "benchmarks/verdict_speed.py)"),
+    Var("KERNLOOP_JUDGE", ("", "warm", "warm-fresh", "cold"), "", "`warm-fresh` (the default on a GPU): "
+        "the local backend keeps one judge per GPU for the whole run (checker/serve.py), candidate "
+        "workers start ahead, a promoted candidate's second look runs after its decision, and each "
+        "job's champion is a fresh worker started ahead too (both sides of every A/B the same age: "
+        "on the H100 a kept champion worker was the slower side in 48 of 60 A/A jobs, a fresh one in "
+        "36 of 60, for 0.43 s more a job; benchmarks/results/session24); `warm` (the default of the "
+        "synthetic backend and of interpret mode, one judge per CPU worker): the champion's worker "
+        "stays from job to job; `cold`: one checker process per job, the second look inside it (the "
+        "path before the warm judge, kept for comparison: benchmarks/verdict_speed.py)"),
     Var("KERNLOOP_GPU_LOCK_DIR", str, None, "folder of the per-GPU lock files (kernloop/backends/gpulock.py): "
         "the local backend holds a GPU's lock for each timed job, so two runs or a run and an MCP "
         "`check` on one GPU wait for each other (default: `kernloop-gpu-locks` in the system's "

@@ -228,7 +228,8 @@ class LocalBackend(Backend):
         self.timeout_s = timeout_s or settings.get("KERNLOOP_CHECK_TIMEOUT_S")
         self.extra_args = tuple(extra_args)   # checker flags, for benchmarks (e.g. --no-prewarm)
         self.env_extra = pycache_env()
-        self.judge = judge or settings.get("KERNLOOP_JUDGE")
+        # fresh champion workers on a GPU: a kept one biased the A/A (settings' KERNLOOP_JUDGE)
+        self.judge = judge or settings.get("KERNLOOP_JUDGE") or ("warm-fresh" if mode == "gpu" else "warm")
         self.mode = mode
         self.sight_after = self.judge != "cold"   # the second look comes after the decision
         self.judges = None

@@ -30,7 +30,7 @@ class SyntheticBackend(Backend):
         self.jobs = 0
         self._lock = threading.Lock()   # jobs may run in several threads (--parallel)
         self.timeout_s = timeout_s or settings.get("KERNLOOP_CHECK_TIMEOUT_S")
-        self.judge = judge or settings.get("KERNLOOP_JUDGE")
+        self.judge = judge or settings.get("KERNLOOP_JUDGE") or "warm"   # modeled times: no worker-age bias
         self.judges = None   # started on the first job: a backend used only to model starts none
         if self.judge != "cold":
             # Why warm: a cold job spends ~4.5 of its ~5 s importing torch in three processes
