@@ -31,6 +31,7 @@ from kernloop.loop.factories import make_backend, make_proposer
 from kernloop.loop.finaljob import final_job, final_summary
 from kernloop.loop.state import State
 from kernloop.loop.iteration import candidate_event, evaluate_judged, proposal_context, run_iteration
+from kernloop.loop.runconfig import Ending, RunConfig
 from kernloop.loop.runfolder import RunFolderError, check_baseline, judge_baseline, start_run, write_judged_copy
 from kernloop.spec import Spec, load_spec
 from kernloop.loop import terminal
@@ -55,7 +56,7 @@ COMMANDS = """commands:
 `python orchestrator.py COMMAND --help` (or `kernloop COMMAND --help`) for a command's options."""
 
 
-def parse_args(argv=None):
+def parse_args(argv=None) -> RunConfig:
     p = ArgParser(prog="orchestrator.py [run]", description="Optimize a Triton kernel with an agent loop.",
                   epilog=COMMANDS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", help="spec YAML (e.g. specs/matmul.yaml)")
@@ -92,7 +93,7 @@ def parse_args(argv=None):
             p.error(f"{flag} must be >= 1")
     if args.seed < 0:
         p.error("--seed must be >= 0")
-    return args
+    return RunConfig.of(args)
 
 
 def render_page(run_dir: Path) -> Path | None:
@@ -137,7 +138,8 @@ def versions() -> dict:
 class Run:
     """One run's parts, made once by `open_run`; the loop's steps below read them and the state."""
 
-    args: argparse.Namespace
+    cfg: RunConfig
+    ending: Ending
     spec: Spec
     run_dir: Path
     log: RunLog
@@ -173,13 +175,13 @@ class Run:
         return self.before_s + time.monotonic() - self.t_start
 
 
-def loop(args) -> int:
+def loop(cfg: RunConfig, ending: Ending) -> int:
     """Open the run, judge its baseline, then one iteration after another until a rule stops it."""
-    run = open_run(args)
+    run = open_run(cfg, ending)
     begin(run)
     if not run.st.baseline_done:
         run_baseline(run)
-    if not args.resume and run.researcher is not None:
+    if not run.cfg.resume and run.researcher is not None:
         do_research(run, "start")
         render_page(run.run_dir)
     if run.many:   # up to `parallel` candidates in flight, `batch` per job; ends on a stop rule
@@ -191,37 +193,36 @@ def loop(args) -> int:
     return finish(run, rule)
 
 
-def resolve_spec(args) -> tuple[Spec, str | None, list[dict]]:
-    """The spec, the run id and the earlier events: from the run's log on --resume (its options
-    fill those not given again), else from --spec (its baseline checked first)."""
-    if not args.resume:
-        spec = load_spec(args.spec)
+def resolve_spec(cfg: RunConfig) -> tuple[RunConfig, Spec, str | None, list[dict]]:
+    """The settings, the spec, the run id and the earlier events: from the run's log on --resume
+    (its options fill those not given again), else from --spec (its baseline checked first)."""
+    if not cfg.resume:
+        spec = load_spec(cfg.spec)
         check_baseline(spec)
-        return spec, None, []
-    run_dir = Path(args.resume).resolve()
+        return cfg, spec, None, []
+    run_dir = Path(cfg.resume).resolve()
     resume_events, rs = resume.load(run_dir)   # a ResumeError is one line, exit 2
-    resume.take_options(args, rs, run_dir)
-    spec = load_spec(resume.spec_path(rs, run_dir))
-    args.run_dir = run_dir
-    return spec, rs["run_id"], resume_events
+    cfg = resume.take_options(cfg, rs, run_dir)
+    return cfg, load_spec(resume.spec_path(rs, run_dir)), rs["run_id"], resume_events
 
 
-def open_run(args) -> Run:
-    """Everything a run needs before its first event: spec, backend, proposer, researcher, run
-    folder, log, terminal printer, state."""
+def open_run(cfg: RunConfig, ending: Ending) -> Run:
+    """Everything a run needs before its first event: settings, spec, backend, proposer,
+    researcher, run folder, log, terminal printer, state; `ending` learns what the end needs."""
     settings.validate()   # every variable the run may read, before any run folder exists
-    spec, run_id, resume_events = resolve_spec(args)
+    cfg, spec, run_id, resume_events = resolve_spec(cfg)
+    ending.run_dir = Path(cfg.resume).resolve() if cfg.resume else None   # Ctrl-C from here: how to resume
     found = needs.probe(settings.get("KERNLOOP_SITE"))
-    here = args.backend in ("auto", "local", "synthetic")   # the checker runs on this machine
+    here = cfg.backend in ("auto", "local", "synthetic")   # the checker runs on this machine
     if missing := needs.errors(found, needs_triton=here, llm=False):
         raise KernLoopError(missing[0])   # one line naming what to pip install, exit 2
-    backend, backend_why = make_backend(args.backend, seed=args.seed)
-    if args.resume:   # not chosen on this command line: the run's own, from its log
+    backend, backend_why = make_backend(cfg.backend, seed=cfg.seed)
+    if cfg.resume:   # not chosen on this command line: the run's own, from its log
         backend_why = "the resumed run's backend, from its log: " + backend_why.replace(
             "backend chosen on the command line: ", "")
-    args.close_backend = backend.close   # whatever way the run ends (run)
+    ending.close = backend.close   # whatever way the run ends (run)
     # The same seed on --resume: the tuner's state is rebuilt by replaying its proposals.
-    proposer, proposer_note = make_proposer(args.proposer, spec, args.seed)
+    proposer, proposer_note = make_proposer(cfg.proposer, spec, cfg.seed)
     # The tuner only changes numbers inside the search space: research would spend Tavily
     # credits on notes nobody reads, so it runs only for an LLM proposer.
     researcher = None if isinstance(proposer, Tuner) else research.Researcher.from_env()
@@ -230,24 +231,23 @@ def open_run(args) -> Run:
                         times_peers=backend.name == "local" and backend.times_peers)
     if researcher is not None and resume_events:
         researcher.remember(resume_events)   # never re-send a query this run already sent
-    if not args.resume:
-        args.run_dir = start_run(args, spec)
-        run_id = args.run_dir.name
-    run_dir = args.run_dir   # also for the resume hint on Ctrl-C
+    run_dir = start_run(cfg.out, spec) if not cfg.resume else Path(cfg.resume).resolve()
+    run_id = run_id or run_dir.name
+    ending.run_dir = run_dir   # for the resume hint on Ctrl-C
     log = RunLog(run_dir / "run.jsonl", run_id, backend.name, backend.synthetic)
-    args.tag = "SYNTHETIC " if backend.synthetic else ""
+    ending.tag = tag = "SYNTHETIC " if backend.synthetic else ""
     log_to_file(run_dir / LIBRARY_LOG)   # library logging (the LLM client, httpx): off the terminal
     if backend.say is not None:   # the Nebius backend's progress lines (stderr)
-        backend.say = terminal.printer(args.tag, stream=sys.stderr)
+        backend.say = terminal.printer(tag, stream=sys.stderr)
     st = State(compulsory_bytes(spec), backend.synthetic)
-    st.configure(spec, isinstance(proposer, Tuner), args.seed)   # the torch start, the search tree's settings
-    run = Run(args, spec, run_dir, log, st, backend, backend_why, proposer, proposer_note, researcher,
-              say=terminal.printer(args.tag, quiet=args.quiet),   # every line tagged, within 120 columns
-              budget=spec.loop["iterations"] if args.iterations is None else args.iterations,
-              patience=spec.loop["patience"] if args.patience is None else args.patience,
+    st.configure(spec, isinstance(proposer, Tuner), cfg.seed)   # the torch start, the search tree's settings
+    run = Run(cfg, ending, spec, run_dir, log, st, backend, backend_why, proposer, proposer_note, researcher,
+              say=terminal.printer(tag, quiet=cfg.quiet),   # every line tagged, within 120 columns
+              budget=spec.loop["iterations"] if cfg.iterations is None else cfg.iterations,
+              patience=spec.loop["patience"] if cfg.patience is None else cfg.patience,
               min_gain=float(spec.loop["min_gain"]), sigma=float(spec.loop["sigma"]),
-              parallel=spec.loop.get("parallel", 1) if args.parallel is None else args.parallel,
-              batch=args.batch or 1, resume_events=resume_events)
+              parallel=spec.loop.get("parallel", 1) if cfg.parallel is None else cfg.parallel,
+              batch=cfg.batch or 1, resume_events=resume_events)
     run.needs_notes = notes
     if resume_events:
         run.before_s, run.interruptions = resume.previous_parts(resume_events)
@@ -266,31 +266,33 @@ def begin(run: Run) -> None:
         say("kernloop: research off (the tuner changes numbers only; it reads no notes)")
     elif run.researcher is not None:
         say(f"kernloop: research source: {run.researcher.source}")
-    if not run.args.resume:
-        log_run_start(run)
-    else:
-        st.replay(run.resume_events, run.tuner, run.run_dir)
-        run.log.append("resume", after_iteration=st.done, previous=run.interruptions[-1]["how"],
-                       argv=sys.argv[1:])
-        say(f"kernloop: resuming {terminal.short_path(run.run_dir)} after iteration {st.done} "
-            f"(champion {st.champion_id})")
-
     def interrupted(why: str) -> None:   # Ctrl-C or SIGTERM: the run ends, resumable
         end_run(run.log, "interrupted", why, **st.end_fields(), duration_s=run.duration_s(),
                 interruptions=run.interruptions)
         render_page(run.run_dir)
-    run.args.on_interrupt = interrupted
+    # run_start (or resume) and the handler that ends it come together: a signal while the first
+    # line is written (its fsync can take a while, and the log is visible from its write) waits
+    with interrupts.held():
+        if not run.cfg.resume:
+            log_run_start(run)
+        else:
+            st.replay(run.resume_events, run.tuner, run.run_dir)
+            run.log.append("resume", after_iteration=st.done, previous=run.interruptions[-1]["how"],
+                           argv=sys.argv[1:])
+            say(f"kernloop: resuming {terminal.short_path(run.run_dir)} after iteration {st.done} "
+                f"(champion {st.champion_id})")
+        run.ending.on_interrupt = interrupted
     render_page(run.run_dir)
 
 
 def log_run_start(run: Run) -> None:
-    args, researcher, desc = run.args, run.researcher, run.proposer.describe()
+    cfg, researcher, desc = run.cfg, run.researcher, run.proposer.describe()
     run.log.append("run_start", spec=run.spec.summary(), proposer=desc.get("proposer"),
                    model=desc.get("model"), endpoint_host=desc.get("endpoint_host"),
-                   proposer_note=run.proposer_note, proposer_choice=args.proposer,
-                   backend_note=run.backend_why, device=run.backend.device, seed=args.seed,
+                   proposer_note=run.proposer_note, proposer_choice=cfg.proposer,
+                   backend_note=run.backend_why, device=run.backend.device, seed=cfg.seed,
                    iterations=run.budget, patience=run.patience, min_gain=run.min_gain, sigma=run.sigma,
-                   max_minutes=args.max_minutes,
+                   max_minutes=cfg.max_minutes,
                    **({"parallel": run.parallel, "batch": run.batch} if run.many else {}),
                    argv=sys.argv[1:], versions=versions(),
                    research=researcher.describe() if researcher else None,
@@ -316,7 +318,7 @@ def run_baseline(run: Run) -> None:
                    diagnosis=of_result(bres, "candidate", st.cost) if bres.get("ok") else None)
     render_page(run_dir)
     if not bres.get("ok"):
-        run.args.on_interrupt = None
+        run.ending.on_interrupt = None
         end_run(run.log, "baseline_failed", f"baseline failed: {bres.get('error')}", **st.end_fields(),
                 duration_s=run.duration_s(), interruptions=run.interruptions)
         render_page(run_dir)
@@ -346,7 +348,7 @@ def do_research(run: Run, trigger: str) -> None:
 def stop(run: Run) -> tuple[str, str] | None:
     """The rule that ends the run now, if one does."""
     interrupts.check()   # a signal whose handler was swallowed ends the run here
-    st, max_minutes = run.st, run.args.max_minutes
+    st, max_minutes = run.st, run.cfg.max_minutes
     return decision.stop_rule(len(st.seen) if run.many else st.done, run.budget, st.since_promotion,
                               run.patience, bool(run.tuner and run.tuner.exhausted), run.fatal, run.duration_s(),
                               max_minutes * 60 if max_minutes else None, floor=st.floor_stop())   # speed of light
@@ -399,7 +401,7 @@ def run_many(run: Run) -> None:
 def finish(run: Run, rule: tuple[str, str]) -> int:
     """champion.py, the final job, run_end, the page and the runs index, the summary lines."""
     st, run_dir, backend = run.st, run.run_dir, run.backend
-    run.args.on_interrupt = None
+    run.ending.on_interrupt = None
     stopped, why = rule
     if not st.champion_is_torch:   # a torch champion has no kernel file; champion.py is
         try:                         # written only from the bytes that were judged
@@ -409,8 +411,8 @@ def finish(run: Run, rule: tuple[str, str]) -> int:
     champ_mean = st.champion_profile.get("mean_ms")
     secondlook.join(backend, run.log, st)
     fres = final_job(st, run.spec, backend, run_dir, run.log, stopped)
-    if callable(run.args.close_backend):
-        run.args.close_backend()   # a warm judge ends here: second looks still waiting are logged dropped
+    if run.ending.close is not None:
+        run.ending.close()   # a warm judge ends here: second looks still waiting are logged dropped
     secondlook.join(backend, run.log, st)
     speedup = decision.speedup(st.baseline_mean, champ_mean)
     line = final_summary(st, fres, speedup, backend.synthetic)
@@ -422,45 +424,41 @@ def finish(run: Run, rule: tuple[str, str]) -> int:
         page.render_index(run_dir.parent)   # runs/index.html lists every run
     except Exception as e:  # noqa: BLE001 - the index is a convenience, never fatal
         report("warning", f"runs index not rendered: {e}")
-    out = terminal.printer(run.args.tag)   # the summary is printed even with --quiet
+    out = terminal.printer(run.ending.tag)   # the summary is printed even with --quiet
     out(f"done: {why}.")
     out(f"{st.champion_id}: {line}" + (" (synthetic run: modeled, not measured)" if backend.synthetic else ""))
     out("champion: the torch reference (no candidate beat it)" if st.champion_is_torch
         else f"champion kernel: {terminal.short_path(run_dir / 'champion.py')}")
     out(f"page: {terminal.short_path(page_path or run_dir / 'trajectory.html')}")
     if run.fatal:
-        report("error", f"{run.args.tag}{run.fatal}")   # one error, as every error: (scripts grep it)
+        report("error", f"{run.ending.tag}{run.fatal}")   # one error, as every error: (scripts grep it)
         return 1
     return 0
 
 
 def run(argv: list[str]) -> int:
     """`run`: the loop, with Ctrl-C and SIGTERM as one interrupt that ends the run cleanly."""
-    args = parse_args(argv)
+    cfg, ending = parse_args(argv), Ending()
     interrupts.install()
     # Library logging (the LLM client, httpx) never reaches the terminal: nowhere, then the run's kernloop.log.
     logging.root.addHandler(logging.NullHandler())
     logging.root.setLevel(logging.INFO)
     try:
-        return loop(args)
+        return loop(cfg, ending)
     except KeyboardInterrupt as e:
         term = isinstance(e, interrupts.Terminated)
         interrupts.ignore()   # a second Ctrl-C must not tear run_end
-        on_interrupt = getattr(args, "on_interrupt", None)
-        if on_interrupt is not None:
-            on_interrupt("interrupted by " + ("SIGTERM" if term else "Ctrl-C (SIGINT)"))
-        run_dir = getattr(args, "run_dir", None)
+        if ending.on_interrupt is not None:
+            ending.on_interrupt("interrupted by " + ("SIGTERM" if term else "Ctrl-C (SIGINT)"))
         print(file=sys.stderr)
-        say = terminal.printer(getattr(args, "tag", ""), stream=sys.stderr)
-        say("interrupted" + ("; resume with:" if run_dir else ""))
-        if run_dir:   # the same absolute path the page shows: it works from any directory
-            print(f"{getattr(args, 'tag', '')}  python orchestrator.py --resume {run_dir}",
+        terminal.printer(ending.tag, stream=sys.stderr)("interrupted" + ("; resume with:" if ending.run_dir else ""))
+        if ending.run_dir:   # the same absolute path the page shows: it works from any directory
+            print(f"{ending.tag}  python orchestrator.py --resume {ending.run_dir}",
                   file=sys.stderr)   # a command to copy: never wrapped
         return 143 if term else 130
     finally:
-        close = getattr(args, "close_backend", None)
-        if callable(close):   # a warm judge and its workers go with the run
-            close()
+        if ending.close is not None:   # a warm judge and its workers go with the run
+            ending.close()
 
 
 def command(name: str):

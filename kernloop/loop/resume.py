@@ -3,9 +3,11 @@ earlier parts run and where were they interrupted. Pure reads of the events; no 
 from __future__ import annotations
 
 import datetime as _dt
+from dataclasses import replace
 from pathlib import Path
 
 from kernloop.errors import KernLoopError
+from kernloop.loop.runconfig import RunConfig
 from kernloop.trajectory import read_events, repair_torn_tail
 
 RESUMABLE_END = "interrupted"   # a run_end with this `stopped` may be continued
@@ -32,20 +34,18 @@ def load(run_dir: Path) -> tuple[list[dict], dict]:
     return events, starts[0]
 
 
-def take_options(args, run_start: dict, run_dir: Path) -> None:
-    """The run's own options on `args`, except those given again on the command line. Its
-    backend cannot change: a resumed run's times are compared with the earlier parts' times."""
+def take_options(cfg: RunConfig, run_start: dict, run_dir: Path) -> RunConfig:
+    """The run's own options, except those given again on the command line. Its backend cannot
+    change: a resumed run's times are compared with the earlier parts' times."""
     logged = run_start["backend"]
-    if args.backend not in ("auto", logged):
+    if cfg.backend not in ("auto", logged):
         raise ResumeError(f"--resume {run_dir.name}: the run is on the {logged} backend and goes on there; "
-                          f"--backend {args.backend} would mix two backends' times in one run")
-    args.backend, args.seed = logged, run_start.get("seed", 0)
-    args.iterations = run_start.get("iterations") if args.iterations is None else args.iterations
-    args.proposer = run_start.get("proposer_choice", "auto")
-    args.patience = run_start.get("patience") if args.patience is None else args.patience
-    args.parallel = run_start.get("parallel", 1) if args.parallel is None else args.parallel
-    args.batch = run_start.get("batch", 1) if args.batch is None else args.batch
-    args.max_minutes = run_start.get("max_minutes") if args.max_minutes is None else args.max_minutes
+                          f"--backend {cfg.backend} would mix two backends' times in one run")
+    given = {k: getattr(cfg, k) for k in ("iterations", "patience", "parallel", "batch", "max_minutes")}
+    logged_too = {k: run_start.get(k, 1 if k in ("parallel", "batch") else None) if v is None else v
+                  for k, v in given.items()}   # given again on the command line: that value
+    return replace(cfg, backend=logged, seed=run_start.get("seed", 0),
+                   proposer=run_start.get("proposer_choice", "auto"), **logged_too)
 
 
 def spec_path(run_start: dict, run_dir: Path) -> Path:

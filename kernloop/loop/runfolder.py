@@ -15,10 +15,10 @@ class RunFolderError(KernLoopError):
     """The run folder cannot be made, or the baseline to put in it is unusable: one line."""
 
 
-def start_run(args, spec) -> Path:
+def start_run(out_dir: str | Path, spec) -> Path:
     """A new, writable run folder under --out, with the baseline (or the torch stand-in) in it."""
     run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{spec.name}"
-    out = Path(args.out).resolve()   # children run with their own cwd: paths must be absolute
+    out = Path(out_dir).resolve()   # children run with their own cwd: paths must be absolute
     run_dir = out / run_id
     k = 1
     while run_dir.exists():

@@ -19,10 +19,11 @@ def rank(cards: list[dict]) -> list[dict]:
     return sorted(out, key=lambda c: (-c["share"], c["op"], str(c["inputs"])))
 
 
-def pick(ranked: list[dict], top: int, min_share: float) -> list[str]:
+def pick(ranked: list[dict], top: int, min_share: float, ops: set[str] | None = None) -> list[str]:
     """Ids of the cards worth a run: a template family can take them, their share is at least
-    `min_share`, at most `top` of them, largest share first."""
-    return [c["id"] for c in ranked if c.get("family") and c["share"] >= min_share][:top]
+    `min_share`, their operator is one of `ops` (when given), at most `top` of them, largest share first."""
+    return [c["id"] for c in ranked if c.get("family") and c["share"] >= min_share
+            and (not ops or c["op"] in ops)][:top]
 
 
 def split(total: int, shares: list[float]) -> list[int]:

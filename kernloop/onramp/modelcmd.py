@@ -31,6 +31,7 @@ def parse_args(argv):
     p.add_argument("--top", type=int, default=4, help="most cards picked for a run (default 4)")
     p.add_argument("--min-share", type=float, default=0.05, help="least share of the forward a picked card "
                                                                   "has (default 0.05)")
+    p.add_argument("--ops", help="pick only cards of these operators, comma-separated (e.g. aten::linear)")
     p.add_argument("--out", default="runs", help="folder for the model's folder (default: runs)")
     p.add_argument("--run", action="store_true", help="then run the loop on each picked card's spec, one "
                                                       "ordinary run after another")
@@ -46,9 +47,9 @@ def parse_args(argv):
         p.error("--forwards must be >= 1, --top >= 0, --min-share in [0, 1]")
     if args.iterations is not None and args.iterations < 0 or args.seed < 0:
         p.error("--iterations and --seed must be >= 0")
-    captured = (args.dtype, args.device, args.forwards, args.top, args.min_share, args.out)
-    if args.resume and captured != (None, None, 3, 4, 0.05, "runs"):
-        p.error("--dtype, --device, --forwards, --top, --min-share and --out are for --from (a model "
+    captured = (args.dtype, args.device, args.forwards, args.top, args.min_share, args.ops, args.out)
+    if args.resume and captured != (None, None, 3, 4, 0.05, None, "runs"):
+        p.error("--dtype, --device, --forwards, --top, --min-share, --ops and --out are for --from (a model "
                 "folder keeps its own)")
     args.run = args.run or bool(args.resume)
     if not args.run and (args.iterations is not None or args.backend != "auto" or args.proposer != "auto"):
@@ -92,7 +93,7 @@ def capture_model(args, argv):
     calls.attach(ranked, calls.record(ready.model, ready.inputs))   # each card's exact call
     path, _, fn = args.source.rpartition(":")
     doc = {"model": args.source, "build": f"{Path(path).resolve()}:{fn}", "dtype": args.dtype, **got,
-           "cards": ranked, "picked": amdahl.pick(ranked, args.top, args.min_share)}
+           "cards": ranked, "picked": amdahl.pick(ranked, args.top, args.min_share, set(filter(None, (args.ops or "").split(","))))}
     stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(path).stem)
     folder = Path(args.out) / f"model-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}"
     folder.mkdir(parents=True)
