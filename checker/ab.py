@@ -241,7 +241,7 @@ class TimedSets:
         # --rounds N (benchmarks: A/A, power): N whole A/B rounds between the same two workers;
         # each round is warmed, refreshed, output-checked and clock-checked on its own. The
         # finished ones stay on the result line when a later one is rejected.
-        n_rounds = max(1, int(getattr(args, "rounds", 1) or 1))
+        n_rounds = max(1, int(args.rounds or 1))
         if n_rounds > 1:
             result["rounds"] = rounds
         for _ in range(n_rounds):
@@ -251,14 +251,14 @@ class TimedSets:
                            "wall_probe_ms": result["wall_probe_ms"]})
         result["candidate"], result["champion"] = rounds[0]["candidate"], rounds[0]["champion"]
         result["wall_probe_ms"] = rounds[0]["wall_probe_ms"]   # kept when the bursts reject
-        if getattr(args, "clock_burst", 0) and bursts_needed(result, getattr(args, "burst_every", False)):
+        if args.clock_burst and bursts_needed(result, args.burst_every):
             t0 = time.monotonic()
             try:
                 self._bursts(result, pair, args.clock_burst, allowed, check_ops)
             finally:   # the bursts hold the GPU as the A/B does
                 result["timing_wall_s"] = result.get("timing_wall_s", 0.0) + time.monotonic() - t0
         fi = getattr(champ, "flush_info", None) or {}
-        result["even"] = sorted(getattr(args, "even", ()))   # what was made alike between the sides
+        result["even"] = sorted(args.even)   # what was made alike between the sides
         result["flush"] = {"method": args.flush, "bytes": fi.get("bytes"), "l2_bytes": self.l2_bytes,
                            "input_sets": self.nsets, "settle_cycles": fi.get("settle_cycles")}
         ceil = timing.ceilings_for(result["device"]) if self.cuda else None
@@ -321,7 +321,7 @@ class TimedSets:
             # next refresh: both workers have replied (each syncs first), so nothing still writes.
             ref = V.reference(torch, self.spec, self.cur[k], ref_dtype)
             floor = V.rounding_floor(torch, ref, self.out_dtype)
-            if "reads" in getattr(args, "even", ()):   # the champion's slots read as the candidate's
+            if "reads" in args.even:   # the champion's slots read as the candidate's
                 self._read_champion(k, r, ref, floor, tol, mult, sixteen)
             try:
                 rel = V.judge_values(torch, cs["out"], ref, tol, floor, mult, lbl, sixteen)
@@ -331,7 +331,7 @@ class TimedSets:
             result["floors"][lbl] = max(floor, result["floors"].get(lbl, 0.0))
             checked.append(r)
             del ref
-            if getattr(args, "early_reject", True) and timing.clearly_slower(ms["candidate"], ms["champion"]):
+            if args.early_reject and timing.clearly_slower(ms["candidate"], ms["champion"]):
                 result["ended_early"] = {"after_reps": r + 1, "of": reps, "rule": {
                     "reps": timing.EARLY_REPS, "margin": timing.EARLY_MARGIN, "share": timing.EARLY_SHARE}}
                 break

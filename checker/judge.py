@@ -168,7 +168,7 @@ def run(args, spec: dict, result: dict, sides: dict, pool) -> None:
     if args.peers or args.profile_kernel:
         from . import sight
         _phase(result, "sight")
-        look = sight.cached_in_judge if getattr(args, "sight_cache", None) else sight.in_judge
+        look = sight.cached_in_judge if args.sight_cache else sight.in_judge
         look(torch, spec, args, result, cand, job["timed"], job["device"], job["ref_dtype"])
 
 
@@ -247,7 +247,7 @@ def _prepare(torch, args, spec: dict, result: dict, sides: dict, timing_on: bool
         args.champion_load = source.payload(spec, args, "champion", out_name)
         timed = ab.TimedSets(torch, spec, args, device, dtype_of, out_dtype, shapes[0])
         size += timed.nbytes
-        timed.start_champion(sides["champion"], size if "arena" in getattr(args, "even", ()) else None)
+        timed.start_champion(sides["champion"], size if "arena" in args.even else None)
     cand.arena = channel.Arena(torch, device, size, folder=cand.scratch)
     if timed is not None:   # first, as in the champion's arena: the same offsets on both sides
         timed.place(cand)
@@ -376,6 +376,7 @@ def parse_args(argv=None):
     p.add_argument("--profile", action="store_true", help="print a cProfile summary to stderr")
     p.add_argument("--backend", default="local", help="label written into the result line")
     p.add_argument("--synthetic", action="store_true", help="label the result synthetic")
+    p.set_defaults(always_profile=False)   # the warm judge sets it for a promoted candidate's look
     a = p.parse_args(argv)
     for side in ("candidate", "champion"):
         if not getattr(a, side) and not getattr(a, side + "_torch"):

@@ -43,7 +43,7 @@ def kernel_key(args, role: str, spec: dict) -> str:
     """What a worker holds: a kernel file's judged bytes (their sha256, read once by the judge:
     args.sources) and entry, or the spec's reference run in torch; a changed file is never
     mistaken for the kept one."""
-    if getattr(args, f"{role}_torch", False):
+    if getattr(args, f"{role}_torch"):
         return "torch:" + hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
     return hashlib.sha256((args.sources[role][1] + "\0" + spec["entry"]).encode()).hexdigest()
 

@@ -61,7 +61,7 @@ class Side:
         self.arena = None
         self.threads0: dict | None = None
         self.info: dict = {}
-        self.torch_side = bool(getattr(args, f"{role}_torch", False))   # the spec's own code
+        self.torch_side = bool(getattr(args, f"{role}_torch"))   # the spec's own code
         self.loaded = False         # its kernel is in (a warm judge's champion, kept across jobs)
         self.containment = None     # what its first `arena` reply said (once per process)
         self.identity = None        # what its `load` reply said of the judged bytes

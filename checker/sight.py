@@ -112,7 +112,7 @@ def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=Non
                    args.min_warm_ms / 1e3, ref_fn=V.reference_callable(torch, spec),
                    make_call=lambda f: peers_mod.event_call(torch, f, xs, flush, timed_call),
                    backend="inductor" if device.type == "cuda" else "eager",
-                   always_profile=getattr(args, "always_profile", False), stop=stop,
+                   always_profile=args.always_profile, stop=stop,
                    kernel_sha256=None if args.candidate_torch else args.sources["candidate"][1],
                    # the host clock (interpret mode) measures nothing: one round there
                    max_rounds=None if device.type == "cuda" else 1)

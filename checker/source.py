@@ -22,7 +22,7 @@ def read(args, role: str) -> tuple[bytes, str]:
         raise Reject("load" if role == "candidate" else "harness",
                      f"{role} file is over {MAX_SOURCE_BYTES} bytes")
     sha = hashlib.sha256(raw).hexdigest()
-    judged = getattr(args, f"{role}_sha256", None)
+    judged = getattr(args, f"{role}_sha256")
     if judged and judged.lower() != sha:
         raise Reject("load" if role == "candidate" else "harness",
                      f"the {role} file is not the one the contract judged (sha256 {sha[:16]} "
@@ -33,7 +33,7 @@ def read(args, role: str) -> tuple[bytes, str]:
 def payload(spec: dict, args, role: str, out_dtype: str) -> dict:
     """What a worker loads: the judged bytes of a kernel file (never its path), or the spec's
     reference run by torch (a torch side: `baseline: torch`, never a kernel file)."""
-    if getattr(args, f"{role}_torch", False):
+    if getattr(args, f"{role}_torch"):
         return {"torch_side": spec, "out_dtype": out_dtype}
     raw, sha = args.sources[role]
     return {"source": raw, "sha256": sha, "filename": f"<kernloop-{role}-{sha[:16]}>",

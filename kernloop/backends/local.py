@@ -158,11 +158,17 @@ class Backend:
         """The evaluation workers for `parallel` candidates in flight: one job at a time each."""
         return ["worker0"]
 
+    judges = None   # the warm judges a backend keeps between jobs (warmjudge.WarmJudges), if any
+
     def close(self) -> None:
-        """The run is over: let go of whatever the backend keeps between jobs."""
+        """The run is over: let go of whatever the backend keeps between jobs (its warm judges)."""
+        if self.judges is not None:
+            self.judges.close()
 
     def interrupt(self) -> None:
-        """Ctrl-C: jobs waited on in other threads stop now (no-op: nothing to stop early)."""
+        """Ctrl-C: jobs waited on in other threads stop now (its warm judges are killed)."""
+        if self.judges is not None:
+            self.judges.kill()
 
     def second_look(self, spec, path: Path, candidate_id: str, workdir: Path, result: dict) -> bool:
         """Ask for a promoted candidate's second look after its decision (where `sight_after`);
@@ -339,13 +345,9 @@ class LocalBackend(Backend):
                             "result": res})
         return out
 
-    def interrupt(self) -> None:
-        if self.judges is not None:
-            self.judges.kill()
-
     def close(self) -> None:
+        super().close()
         if self.judges is not None:
-            self.judges.close()
             answered = {str(r.get("job_id")) for r in self.judges.left}
             self.unanswered = [{"job_id": tag, "kind": "sight", "status": "dropped", "ok": False,
                                 "error": "the judge that held it ended without an answer"}

@@ -69,14 +69,6 @@ class SyntheticBackend(Backend):
             res = parse_child(out, self.name, True, workdir / "checker.log")
         return self.model(res, spec, f, configs, workdir.name)
 
-    def close(self) -> None:
-        if self.judges is not None:
-            self.judges.close()
-
-    def interrupt(self) -> None:
-        if self.judges is not None:
-            self.judges.kill()
-
     def model(self, res: dict, spec, f: dict, configs: dict | None, job: str) -> dict:
         """Fill a passed interpreter run's timing from the model (files `f` as staged; `job`
         keys the noise). Also used by the Ray backend's synthetic mode."""
