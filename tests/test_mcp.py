@@ -143,7 +143,7 @@ def test_a_run_is_started_followed_to_its_end_and_another_stopped(seen):
     ended, stopped = seen["ended"], seen["stop"]
     assert ended["stopped"] == "budget" and ended["done"] == 2 and ended["exit_code"] == 0
     outputs = {p.name: p.read_text(errors="replace")[-1500:] for p in (seen["home"] / "runs" / ".mcp").glob("*.log")}
-    assert stopped["stopped"] == "interrupted" and stopped["exit_code"] == 130, (stopped, outputs)
+    assert stopped["stopped"] == "interrupted" and stopped["exit_code"] == 143, (stopped, outputs)   # SIGTERM
     assert Path(seen["page"]["page"]).is_file()
     board = {Path(r["run_dir"]).name: r for r in seen["board"]}
     assert Path(seen["run"]["run_dir"]).name in board and all(r["synthetic"] for r in board.values())

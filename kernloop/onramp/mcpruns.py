@@ -79,7 +79,7 @@ class Runs:
                 why = next((ln for ln in reversed(tail) if ln.startswith("error:")), tail[-1] if tail else "")
                 raise RunToolError(f"the run ended before it began (exit {proc.returncode}): {why}")
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
         raise RunToolError(f"the run made no folder within {ANNOUNCE_WAIT_S:g} s; it was interrupted")
 
     def folder(self, run_dir: str) -> Path:
@@ -100,14 +100,16 @@ class Runs:
         return {"started_here": True, "running": code is None, "exit_code": code, "output": str(s.output)}
 
     def stop(self, run_dir: Path) -> dict:
-        """End a run this server started as Ctrl-C would: SIGINT, then wait for its run_end."""
+        """End a run this server started as Ctrl-C would, then wait for its run_end: SIGTERM, which a run
+        handles as Ctrl-C and always hears (a server started in the background, `&` or nohup, passes
+        its runs SIGINT ignored)."""
         with self.lock:
             s = self.started.get(run_dir)
         if s is None:
             raise RunToolError(f"{run_dir.name} was not started by this server: stop it where it runs "
                                "(Ctrl-C, or kill -INT its process)")
         if s.proc.poll() is None:
-            s.proc.send_signal(signal.SIGINT)
+            s.proc.send_signal(signal.SIGTERM)
         try:
             code = s.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:   # an interrupt ends a run within one job; this is not that
@@ -120,7 +122,7 @@ class Runs:
         with self.lock:
             left = [s for s in self.started.values() if s.proc.poll() is None]
         for s in left:
-            s.proc.send_signal(signal.SIGINT)
+            s.proc.send_signal(signal.SIGTERM)   # as stop: heard even where SIGINT is ignored
         for s in left:
             try:
                 s.proc.wait(timeout=60)
