@@ -9,8 +9,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,7 +32,8 @@ from kernloop.loop.finaljob import final_job, final_summary
 from kernloop.loop.state import State
 from kernloop.loop.iteration import candidate_event, evaluate_judged, proposal_context, run_iteration
 from kernloop.loop.runconfig import Ending, RunConfig
-from kernloop.loop.runfolder import RunFolderError, check_baseline, judge_baseline, start_run, write_judged_copy
+from kernloop.loop.runfolder import (LIBRARY_LOG, RunFolderError, check_baseline, judge_baseline, log_to_file, start_run,
+                                     versions, write_judged_copy)
 from kernloop.spec import Spec, load_spec
 from kernloop.loop import terminal
 from kernloop.loop.terminal import baseline_line, status_line
@@ -78,6 +79,8 @@ def parse_args(argv=None) -> RunConfig:
     p.add_argument("--batch", type=int, metavar="B",
                    help="candidates timed in one evaluation job (default 1; for Nebius: one "
                         "container start for B candidates)")
+    p.add_argument("--search", choices=["tree", "chain"],
+                   help="which candidate is the next parent (default: the spec's loop.search, tree)")
     p.add_argument("--quiet", action="store_true", help="only the final summary")
     args = p.parse_args(argv)
     if not args.spec and not args.resume:
@@ -104,32 +107,6 @@ def render_page(run_dir: Path) -> Path | None:
     except Exception as e:  # noqa: BLE001 - report and go on
         report("warning", f"page not rendered: {type(e).__name__}: {e}")
         return None
-
-
-LIBRARY_LOG = "kernloop.log"   # in the run folder: what libraries log (httpx, the LLM client)
-
-
-def log_to_file(path: Path) -> None:
-    """Send library logging to `path` (appended; one handler per process)."""
-    for h in list(logging.root.handlers):
-        if getattr(h, "kernloop_file", False):
-            logging.root.removeHandler(h)
-            h.close()
-    h = logging.FileHandler(path, encoding="utf-8", delay=True)
-    h.kernloop_file = True
-    h.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    logging.root.addHandler(h)
-    logging.getLogger("kernloop").info("library logging of run %s (the LLM client, httpx)", path.parent.name)
-
-
-def versions() -> dict:
-    v = {"python": platform.python_version()}
-    for mod in ("torch", "triton", *(["ray"] if "ray" in sys.modules else [])):
-        try:
-            v[mod] = __import__(mod).__version__
-        except Exception:   # noqa: BLE001 - a missing package is just not reported
-            v[mod] = None
-    return v
 
 
 # ---------------------------------------------------------------- main
@@ -211,6 +188,8 @@ def open_run(cfg: RunConfig, ending: Ending) -> Run:
     researcher, run folder, log, terminal printer, state; `ending` learns what the end needs."""
     settings.validate()   # every variable the run may read, before any run folder exists
     cfg, spec, run_id, resume_events = resolve_spec(cfg)
+    if cfg.search:   # --search (or, on --resume, the run's own): over the spec's loop.search
+        spec = dataclasses.replace(spec, loop={**spec.loop, "search": cfg.search})
     ending.run_dir = Path(cfg.resume).resolve() if cfg.resume else None   # Ctrl-C from here: how to resume
     found = needs.probe(settings.get("KERNLOOP_SITE"))
     here = cfg.backend in ("auto", "local", "synthetic")   # the checker runs on this machine
@@ -292,7 +271,7 @@ def log_run_start(run: Run) -> None:
                    proposer_note=run.proposer_note, proposer_choice=cfg.proposer,
                    backend_note=run.backend_why, device=run.backend.device, seed=cfg.seed,
                    iterations=run.budget, patience=run.patience, min_gain=run.min_gain, sigma=run.sigma,
-                   max_minutes=cfg.max_minutes,
+                   max_minutes=cfg.max_minutes, search=run.st.search,
                    **({"parallel": run.parallel, "batch": run.batch} if run.many else {}),
                    argv=sys.argv[1:], versions=versions(),
                    research=researcher.describe() if researcher else None,

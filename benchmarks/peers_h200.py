@@ -159,7 +159,7 @@ def run_spec(name: str, work: Path, runs: Path, a) -> dict:
     t0 = time.monotonic()
     argv = ["--spec", str(spec_path), "--backend", "synthetic" if a.dry else "local", "--proposer", "tuner",
             "--iterations", str(a.iterations), "--out", str(runs), "--seed", str(a.seed),
-            "--max-minutes", str(a.spec_minutes)]
+            "--max-minutes", str(a.spec_minutes), *(["--search", a.search] if a.search else [])]
     rc = orchestrator.main(argv)
     new = sorted(set(runs.glob("*/run.jsonl")) - before)
     if not new:
@@ -210,6 +210,7 @@ def main(argv=None) -> int:
     ap.add_argument("--spec-minutes", type=float, default=0.35)
     ap.add_argument("--max-minutes", type=float, default=8.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--search", choices=["tree", "chain"], help="as `run --search` (default: the spec's, tree)")
     ap.add_argument("--torch-start", action="store_true",
                     help="shipped specs as `baseline: torch`: the tuner starts from its family template")
     ap.add_argument("--runs", default=None, help="folder for the run folders (default: a temporary one)")

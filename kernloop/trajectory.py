@@ -57,6 +57,7 @@ class RunStart(Common, total=False):
     min_gain: float             # promotion needs a gain above this fraction
     sigma: float                # ... and a gap above this many standard errors
     max_minutes: float | None   # --max-minutes
+    search: str                 # which candidate is the next parent: tree (UCB1) or chain (the champion); older logs: none
     parallel: int               # --parallel K: candidates in flight (only written when K or B > 1)
     batch: int                  # --batch B: candidates per evaluation job (idem)
     argv: list                  # the command line after orchestrator.py

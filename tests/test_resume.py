@@ -184,3 +184,27 @@ def test_a_signal_inside_a_held_block_is_raised_when_the_block_ends():
                          "except interrupts.Terminated:\n"
                          "    print(' '.join(steps))\n")
     assert p.stdout.strip() == "logged counted" and p.stderr == "", p.stderr
+
+
+def test_search_chain_from_the_command_line_is_logged_and_kept_on_resume(tmp_path):
+    spec = small_spec(tmp_path / "spec")
+    out = tmp_path / "runs"
+    run, _ = start_and_interrupt(["--spec", str(spec), "--search", "chain", "--iterations", "6", "--seed", "3",
+                                  "--quiet", "--out", str(out)], ROOT, out, 2, signal.SIGINT)
+    again = subprocess.run([*PY, "--resume", str(run), "--quiet"], cwd=ROOT, env=ENV,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    evs = events(run)
+    assert evs[0]["event"] == "run_start" and evs[0]["search"] == "chain"
+    its = [e for e in evs if e["event"] == "iteration"]
+    assert len(its) == 6   # some before the interrupt, the rest after: every one from the champion of its time
+    champion = "baseline"
+    for e in its:
+        assert (e["parent_id"], e["selection"]) == (champion, "chain: the champion")
+        champion = e["candidate_id"] if e["decision"]["promoted"] else champion
+    # without --search the spec's loop.search (tree) holds, and run_start says so
+    plain = subprocess.run([*PY, "--spec", str(spec), "--iterations", "0", "--quiet", "--out", str(tmp_path / "p")],
+                           cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert plain.returncode == 0, plain.stderr
+    (prun,) = [d for d in (tmp_path / "p").iterdir() if d.is_dir()]
+    assert events(prun)[0]["search"] == "tree"

@@ -41,7 +41,7 @@ def take_options(cfg: RunConfig, run_start: dict, run_dir: Path) -> RunConfig:
     if cfg.backend not in ("auto", logged):
         raise ResumeError(f"--resume {run_dir.name}: the run is on the {logged} backend and goes on there; "
                           f"--backend {cfg.backend} would mix two backends' times in one run")
-    given = {k: getattr(cfg, k) for k in ("iterations", "patience", "parallel", "batch", "max_minutes")}
+    given = {k: getattr(cfg, k) for k in ("iterations", "patience", "parallel", "batch", "max_minutes", "search")}
     logged_too = {k: run_start.get(k, 1 if k in ("parallel", "batch") else None) if v is None else v
                   for k, v in given.items()}   # given again on the command line: that value
     return replace(cfg, backend=logged, seed=run_start.get("seed", 0),

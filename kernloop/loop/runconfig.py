@@ -21,6 +21,7 @@ class RunConfig:
     resume: str | None
     parallel: int | None
     batch: int | None
+    search: str | None
     quiet: bool
 
     @classmethod

@@ -1,9 +1,12 @@
 """A new run's folder: its baseline checked first, then the folder created, probed writable and
-seeded with the baseline."""
+seeded with the baseline; its library log, and the versions its first line records."""
 from __future__ import annotations
 
 import datetime as _dt
+import logging
+import platform
 import shutil
+import sys
 from pathlib import Path
 
 from kernloop import contract, settings
@@ -80,3 +83,29 @@ def write_judged_copy(src: Path, dst: Path, sha256: str | None) -> str:
     tmp.write_bytes(raw)
     tmp.replace(dst)
     return got
+
+
+LIBRARY_LOG = "kernloop.log"   # in the run folder: what libraries log (httpx, the LLM client)
+
+
+def log_to_file(path: Path) -> None:
+    """Send library logging to `path` (appended; one handler per process)."""
+    for h in list(logging.root.handlers):
+        if getattr(h, "kernloop_file", False):
+            logging.root.removeHandler(h)
+            h.close()
+    h = logging.FileHandler(path, encoding="utf-8", delay=True)
+    h.kernloop_file = True
+    h.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.root.addHandler(h)
+    logging.getLogger("kernloop").info("library logging of run %s (the LLM client, httpx)", path.parent.name)
+
+
+def versions() -> dict:
+    v = {"python": platform.python_version()}
+    for mod in ("torch", "triton", *(["ray"] if "ray" in sys.modules else [])):
+        try:
+            v[mod] = __import__(mod).__version__
+        except Exception:   # noqa: BLE001 - a missing package is just not reported
+            v[mod] = None
+    return v
