@@ -1,8 +1,8 @@
 """kernloop/loop/tree.py: the search tree's pure rules (parent selection by UCB1, repairs, chained times)."""
-import random
 
 import pytest
 
+from benchmarks.tree_vs_chain import scripted_world
 from kernloop.loop import tree as T
 from kernloop.settings import LOOP_DEFAULTS
 
@@ -161,34 +161,9 @@ def test_replaying_the_events_rebuilds_the_same_tree():
 
 # ---------------------------------------------------------------- tree against chain, at equal budget
 
-def _scripted_world(seed: int, search: str, budget: int = 40):
-    """A deterministic scripted proposer on the rule alone (no backend): proposal 2-4 (by seed) is
-    a different idea 10% slower than the baseline; only a child of that idea is the good kernel
-    (half the time); every other child is its parent's time * U(0.99, 1.08). Promotion: 2% faster
-    than the champion. Returns the proposal number that found the good kernel, or None."""
-    rng = random.Random(seed)
-    t, champ, champ_time, kinds = T.rooted(), "baseline", 1.0, {"baseline": "plain"}
-    for n in range(1, budget + 1):
-        p = T.choose(t, search, champ, seed=seed).parent
-        if kinds[p] == "idea":
-            time, kind = 0.5, "good"
-        elif n == 2 + seed % 3:
-            time, kind = 1.10, "idea"
-        else:
-            time, kind = t.nodes[p].time * (1 + rng.uniform(-0.01, 0.08)), "plain"
-        cid = f"it{n:04d}"
-        verdict = "promoted" if time < champ_time * 0.98 else "rejected"
-        if verdict == "promoted":
-            champ, champ_time = cid, time
-        kinds[cid] = kind
-        t = T.add(t, T.Node(cid, p, verdict, time, False, f"candidates/{cid}.py"))
-        if kind == "good":
-            return n
-    return None
-
-
 def test_the_tree_finds_a_kernel_two_steps_through_a_slower_parent_and_the_chain_does_not():
-    tree = [_scripted_world(seed, "tree") for seed in range(5)]
-    chain = [_scripted_world(seed, "chain") for seed in range(5)]
+    # the world of benchmarks/tree_vs_chain.py --scripted (its JSON: benchmarks/results/session25)
+    tree = [scripted_world(seed, "tree") for seed in range(5)]
+    chain = [scripted_world(seed, "chain") for seed in range(5)]
     assert sum(n is not None for n in tree) >= 4, tree
     assert sum(n is not None for n in chain) <= 1, chain
