@@ -246,6 +246,7 @@ def build_iteration(ev, idx, ctx):
         "diagnosis": diagnosis_texts(ev.get("diagnosis")) if promoted else [],
         "profile_lines": profile_texts(res) if promoted else [],
         "cid": cid, "dom": dom_id(cid, ctx["used"]), "parent": parent, "parent_dom": ctx["dom_of"].get(parent),
+        "selection": clip(as_text(ev.get("selection")), 200)[0] or None,   # why the search tree chose the parent
         "verdict": verdict, "verdict_label": as_text(decision.get("verdict")).strip() or verdict,
         "promoted": promoted, "flags": flight_flags(ev),
         "reason": clip(as_text(decision.get("reason")), lim["text"])[0],

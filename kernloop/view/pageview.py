@@ -7,7 +7,7 @@ from pathlib import Path
 
 from checker.peerstats import fmt_pct, skip_parts
 from kernloop.standing.briefing import NO_PEERS_SYNTHETIC, best_text
-from kernloop.view import chart
+from kernloop.view import chart, treeview
 from kernloop.view.cardview import (VERDICTS, RunFiles, build_iteration, build_research, diagnosis_texts, profile_texts,
                       rel_rows, roof_headline, roof_rows, stats_rows, verdict_of)
 from kernloop.view.htmlfmt import as_dict, as_int, as_list, as_text, clip, finite, fmt_duration, fmt_frac_pct, fmt_clock, fmt_num, fmt_ts, num, parse_ts, shape_label
@@ -88,7 +88,7 @@ def interruptions_of(end: dict, events: list) -> list[dict]:
 
 
 def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=None, files=None) -> dict:
-    """The whole page's view model: header, champion's history, baseline, cards, chart."""
+    """The whole page's view model: header, champion's history, baseline, cards, chart, search tree."""
     run_dir = Path(run_dir)
     if events is None:
         warnings = []
@@ -130,6 +130,7 @@ def build_view(run_dir: Path, limits: dict = LEVELS[0], events=None, warnings=No
         "limits": limits, "generated": fmt_ts(_dt.datetime.now(_dt.timezone.utc).isoformat()),
     }
     view["chart"] = chart.build_chart(view)
+    view["tree"] = treeview.build_tree(iters, view.get("champ_id"), synthetic)
     view["inline_bytes"] = _inline_bytes(iters, research)
     return view
 
