@@ -116,7 +116,7 @@ def in_judge(torch, spec, args, result, cand, timed, device, ref_dtype, stop=Non
                    kernel_sha256=None if args.candidate_torch else args.sources["candidate"][1],
                    # the host clock (interpret mode) measures nothing: one round there
                    max_rounds=None if device.type == "cuda" else 1)
-        if args.peers:   # beside the peers: the speed-of-light floor (memory-bound, GPU; checker/floor.py)
+        if args.peers:   # beside the peers: the speed-of-light floor (a copy or a cuBLAS GEMM, GPU; checker/floor.py)
             floor_mod.measure(torch, spec, result, kernel_call,
                               lambda f: peers_mod.event_call(torch, f, xs, flush, timed_call),
                               timing_mod.summarize, args.warmup, args.reps, device)

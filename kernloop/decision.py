@@ -154,7 +154,8 @@ def stop_rule(done: int, budget: int, since_promotion: int, patience: int,
 def floor_stop(champion: dict | None, floor: dict | None, best_peer: dict | None,
                within: float = 0.03) -> tuple[str, str] | None:
     """The speed-of-light stop: ("floor", reason) when the champion's mean is within `within` of
-    the floor's (a copy of the same bytes, timed as the kernels are: the judge's `floor`
+    the floor's (a copy of the same bytes, or cuBLAS on a GEMM of the same FLOPs, timed as the
+    kernels are: the judge's `floor`
     {mean_ms, what, measured}) and its median is at or below the best peer's (none timed: the
     floor alone decides). None without a floor: a result that measured none never stops a run."""
     c = (champion or {}).get("mean_ms")
