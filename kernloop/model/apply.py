@@ -5,7 +5,8 @@
     kernloop.unapply(model)
 
 The model is changed in place and returned: its `forward` runs under a TorchFunctionMode that
-sees the same top-level calls the capture recorded. A card is applied only if its run ended with a
+sees the same top-level calls the capture recorded, and a fused card's modules (a leaf module
+the user wrote, kernloop/model/modules.py) get a guarded `forward` of their own. A card is applied only if its run ended with a
 measured (never synthetic) champion that is a kernel, faster than the torch op by the run's own
 log (read through kernloop/trajectory.py, nothing decided again), and champion.py holds exactly
 the bytes the judge passed (its sha256).
@@ -42,6 +43,29 @@ class Swap:
     flatten: list | None = None   # the call's first input's leading dims, taken as rows by the spec
     hits: int = 0
 
+    @property
+    def what(self) -> str:
+        return self.call["fn"]
+
+
+@dataclass
+class ModuleSwap:
+    """A fused card's champion, used in place of its modules' forward for the one exact call
+    (inputs' shapes, dtypes, strides) it was verified on; its parameters passed after the inputs."""
+    card: str
+    modules: list[str]          # the model's submodules it stands for (qualified names)
+    call: list                  # the forward's positional arguments as calls.describe wrote them
+    out: dict                   # its output as calls.describe wrote it (the custom op's shape for tracing)
+    params: list[str]           # the module attributes the kernel takes after them, in order
+    kernel: object
+    share: float
+    speedup: float
+    hits: int = 0
+
+    @property
+    def what(self) -> str:
+        return "fused " + ", ".join(self.modules)
+
 
 @dataclass
 class Applied:
@@ -52,15 +76,23 @@ class Applied:
     had_forward: object = None                # an instance `forward` the model had before, restored
     eager: object = None                      # the model's own forward: no guard, every call to torch
     misses: dict = field(default_factory=dict)   # swapped function's name -> its calls the guard sent to torch
+    fused: list[ModuleSwap] = field(default_factory=list)
+    module_forwards: dict = field(default_factory=dict)   # submodule name -> its own instance forward (or None)
 
     def lines(self) -> list[str]:
         out = [f"{s.card}: applied ({s.call['fn']}, {s.speedup:.2f}x the torch op in its run, "
                f"{s.share:.1%} of the forward)" for s in self.swaps]
+        out += [f"{s.card}: applied (fused: {', '.join(s.modules)}, {s.speedup:.2f}x their forward in its run, "
+                f"{s.share:.1%} of the forward)" for s in self.fused]
         return out + [f"{cid}: eager ({why})" for cid, why in self.fell_back]
 
+    def every(self) -> list:
+        """Every swap applied: operator cards', then fused cards'."""
+        return [*self.swaps, *self.fused]
+
     def hit_rate(self) -> tuple[int, int]:
-        """(calls that took a swapped kernel, calls of the swapped functions) since apply."""
-        hits = sum(s.hits for s in self.swaps)
+        """(calls that took a swapped kernel, calls of the swapped functions and modules) since apply."""
+        hits = sum(s.hits for s in self.swaps) + sum(s.hits for s in self.fused)
         return hits, hits + sum(self.misses.values())
 
 
@@ -87,8 +119,9 @@ def load_kernel(card: dict, folder: Path):
     return getattr(mod, entry)
 
 
-def plan(folder: Path) -> tuple[str, list[Swap], list[tuple[str, str]]]:
-    """The model folder's device, the swaps to make and the cards that fall back (with why)."""
+def plan(folder: Path) -> tuple[str, list, list[tuple[str, str]]]:
+    """The model folder's device, the swaps to make (Swap, or ModuleSwap for a fused card) and
+    the cards that fall back (with why)."""
     try:
         doc = json.loads((folder / "cards.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -100,8 +133,12 @@ def plan(folder: Path) -> tuple[str, list[Swap], list[tuple[str, str]]]:
         why = verdict(card, folder)
         if why is None:
             try:
-                swaps.append(Swap(cid, calls.resolve(card["call"]["fn"]), card["call"], load_kernel(card, folder),
-                                  card["share"], outcome(folder / card["run"])["speedup"], card.get("flatten")))
+                won = outcome(folder / card["run"])["speedup"]
+                swaps.append(ModuleSwap(cid, card["modules"], card["module_args"], card["module_out"], card["params"],
+                                        load_kernel(card, folder), card["share"], won)
+                             if card.get("kind") == "module" else
+                             Swap(cid, calls.resolve(card["call"]["fn"]), card["call"], load_kernel(card, folder),
+                                  card["share"], won, card.get("flatten")))
                 continue
             except Exception as e:   # noqa: BLE001 - one card that cannot load falls back, with why
                 why = f"its champion does not load: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
@@ -198,13 +235,58 @@ def guard_mode(applied: Applied):
     return Guard
 
 
+def module_op(s: ModuleSwap):
+    """The fused card's kernel as a torch.library custom op over (inputs..., parameters...); its
+    output for tracing is the one captured (the guard sends it only the call it was verified on)."""
+    import torch
+    out = s.out["tensor"]
+    op = torch.library.custom_op(f"kernloop::card_{s.card}_{next(_OPS)}", mutates_args=(),
+                                 schema="(Tensor[] xs) -> Tensor")(lambda xs: s.kernel(*[t.contiguous() for t in xs]))
+
+    @op.register_fake
+    def _(xs):
+        return xs[0].new_empty(out["shape"], dtype=getattr(torch, out["dtype"]))
+    return op
+
+
+def guarded_forward(s: ModuleSwap, module, applied: Applied):
+    """The module's forward sending a call to the fused kernel only when it is exactly the call
+    the kernel was verified on (positional tensors alike in shape, dtype and stride, on the
+    measured device, no gradient recorded), else to the module's own forward."""
+    import operator
+
+    import torch
+    eager, op, verified = module.forward, module_op(s), unmarked(s.call)
+    held = [operator.attrgetter(p) for p in s.params]
+
+    @functools.wraps(eager)
+    def forward(*args, **kwargs):
+        live = list(args)
+        if not kwargs and all(isinstance(t, torch.Tensor) for t in live) \
+                and all(t.device.type == applied.device.split(":")[0] for t in live) \
+                and not (torch.is_grad_enabled() and any(t.requires_grad for t in live)) \
+                and unmarked(calls.describe(live, set())) == verified:
+            s.hits += 1
+            return op(live + [h(module) for h in held])
+        applied.misses[s.card] = applied.misses.get(s.card, 0) + 1
+        return eager(*args, **kwargs)
+    return forward
+
+
 def apply(model, model_dir):
     """`model` (changed in place, returned) with each verified, faster card kernel behind its
     guard; `model._kernloop` says what was applied and what fell back."""
     if getattr(model, "_kernloop", None) is not None:
         raise ApplyError("the model is already applied: kernloop.unapply(model) first")
-    device, swaps, fell = plan(Path(model_dir))
-    applied = Applied(device, swaps, fell, had_forward=model.__dict__.get("forward"))
+    device, planned, fell = plan(Path(model_dir))
+    swaps = [s for s in planned if isinstance(s, Swap)]
+    applied = Applied(device, swaps, fell, had_forward=model.__dict__.get("forward"),
+                      fused=[s for s in planned if isinstance(s, ModuleSwap)])
+    for s in applied.fused:   # each fused card's modules: their forward behind its own guard
+        for name in s.modules:
+            m = model.get_submodule(name)
+            applied.module_forwards[name] = m.__dict__.get("forward")
+            object.__setattr__(m, "forward", guarded_forward(s, m, applied))
     Guard = guard_mode(applied)
     inner = applied.eager = model.forward
 
@@ -223,6 +305,11 @@ def unapply(model):
     """`model` as it was before apply (its own forward back); a model never applied is returned as is."""
     applied = model.__dict__.pop("_kernloop", None)
     if applied is not None:
+        for name, had in applied.module_forwards.items():
+            m = model.get_submodule(name)
+            m.__dict__.pop("forward", None)
+            if had is not None:
+                object.__setattr__(m, "forward", had)
         model.__dict__.pop("forward", None)
         if applied.had_forward is not None:
             object.__setattr__(model, "forward", applied.had_forward)

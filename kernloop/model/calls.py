@@ -9,12 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernloop.model.capture import event_key
 
 # Where a recorded function is looked up by name: a call is written as the first dotted name
 # here that evaluates to the very function object that ran (tensor methods as torch.Tensor.NAME).
 NAMESPACES = ("torch.nn.functional", "torch", "torch.Tensor", "torch.special", "torch.linalg", "torch.fft")
 MARK = "kernloop_call_"
+# the profiler's names of its inputs' types (C++ names) -> torch's; "" (no tensor) -> None
+DTYPES = {"float": "float32", "c10::Half": "float16", "c10::BFloat16": "bfloat16", "double": "float64",
+          "long int": "int64", "int": "int32", "bool": "bool", "": None}
+
+
+def event_key(e) -> tuple:
+    """A profiler event's card key: its operator, its inputs' shapes and their dtypes."""
+    dtypes = tuple(DTYPES.get(str(d), str(d)) for d in (getattr(e, "input_dtypes", None) or []))   # one per input
+    return e.name, tuple(tuple(s) for s in e.input_shapes or []), dtypes
 
 
 @dataclass
@@ -123,6 +131,8 @@ def attach(cards: list[dict], calls: list[Call]) -> None:
             if d not in seen:
                 seen.append(d)
     for card in cards:
+        if card.get("kind") == "module":   # a fused card: its module is called, not one function
+            continue
         found = by_key.get(card_key(card))
         if not found:
             card["call"], card["call_why"] = None, ("no single torch call ran this operator alone "

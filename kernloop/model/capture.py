@@ -4,7 +4,9 @@
     cards = capture(model, inputs, device="cpu", forwards=3)
 
 The time of a card is the operator's whole subtree (its own and its children's), on the GPU the
-device time of the kernels it launched, so the cards of one forward add up to the forward.
+device time of the kernels it launched, so the operator cards of one forward add up to the
+forward. Fused cards (kernloop/model/modules.py: a leaf module the user wrote, as one card)
+overlap the operator cards they hold and are not in that sum.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernloop.errors import KernLoopError
+from kernloop.model import modules
+from kernloop.model.calls import event_key
 
 # Operators the tuner's template families take (kernloop/families), by the aten name the
 # profiler records: the operators themselves, not names in a user's text.
@@ -22,10 +26,6 @@ FAMILY_OF = {"aten::linear": "matmul", "aten::addmm": "matmul", "aten::mm": "mat
              "aten::rms_norm": "rmsnorm", "aten::gelu": "activation", "aten::silu": "activation",
              "aten::relu": "activation", "aten::sigmoid": "activation", "aten::tanh": "activation",
              "aten::sum": "reduce", "aten::mean": "reduce", "aten::amax": "reduce"}
-# the profiler's names of its inputs' types (C++ names) -> torch's; "" (no tensor) -> None
-DTYPES = {"float": "float32", "c10::Half": "float16", "c10::BFloat16": "bfloat16", "double": "float64",
-          "long int": "int64", "int": "int32", "bool": "bool", "": None}
-
 
 class BuildError(KernLoopError):
     """A model file whose build() cannot be used: one line, exit 2, nothing written."""
@@ -70,12 +70,6 @@ def load_build(target: str) -> Built:
     return Built(model, inputs)
 
 
-def event_key(e) -> tuple:
-    """A profiler event's card key: its operator, its inputs' shapes and their dtypes."""
-    dtypes = tuple(DTYPES.get(str(d), str(d)) for d in (getattr(e, "input_dtypes", None) or []))   # one per input
-    return e.name, tuple(tuple(s) for s in e.input_shapes or []), dtypes
-
-
 def capture(model, inputs: tuple, device: str, forwards: int = 3) -> dict:
     """Profile `forwards` forward passes (after one warm-up) and group the time of the top-level
     operators into cards: {op, inputs, dtypes, calls_per_forward, ms_per_forward, share, family}."""
@@ -87,19 +81,22 @@ def capture(model, inputs: tuple, device: str, forwards: int = 3) -> dict:
         model(*inputs)   # warm-up: lazy init, autotuning, allocator
         if gpu:
             torch.cuda.synchronize()
-        with profile(activities=acts, record_shapes=True) as prof:
+        with modules.marked(model) as seen, profile(activities=acts, record_shapes=True) as prof:
             for _ in range(forwards):
                 model(*inputs)
             if gpu:
                 torch.cuda.synchronize()
     groups: dict[tuple, list] = {}
-    for e in prof.events():
-        if e.cpu_parent is None and e.name.startswith("aten::"):   # what the model itself called
+    events = prof.events()
+    for e in events:
+        if modules.top_level(e):   # what the model itself called (inside its own modules too)
             groups.setdefault(event_key(e), []).append(e.device_time_total if gpu else e.cpu_time_total)
     total = sum(sum(v) for v in groups.values()) or 1.0
     cards = [{"op": op, "inputs": [list(s) for s in shapes], "dtypes": list(dtypes),
               "calls_per_forward": len(v) / forwards, "ms_per_forward": sum(v) / forwards / 1e3,
-              "share": sum(v) / total, "family": FAMILY_OF.get(op)}
+              "share": sum(v) / total, "family": FAMILY_OF.get(op), "kind": "op"}
              for (op, shapes, dtypes), v in groups.items()]
+    fused = modules.cards(events, seen, gpu, forwards, total)   # overlapping the op cards above
     return {"device": device, "forwards": forwards, "ms_per_forward": total / forwards / 1e3,
-            "clock": "device time of the kernels" if gpu else "CPU time (no GPU: a CPU profile)", "cards": cards}
+            "clock": "device time of the kernels" if gpu else "CPU time (no GPU: a CPU profile)",
+            "cards": cards + fused}

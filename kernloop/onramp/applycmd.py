@@ -108,8 +108,8 @@ def timed(model, inputs: tuple, rounds: int, predicted: float, say) -> dict:
     """On a GPU with something applied: eager and applied forwards timed, beside the prediction."""
     import torch
     info = model._kernloop
-    if inputs[0].device.type != "cuda" or not info.swaps:
-        why = "nothing was applied" if not info.swaps else "on the CPU a forward's time says nothing about the GPU"
+    if inputs[0].device.type != "cuda" or not info.every():
+        why = "nothing was applied" if not info.every() else "on the CPU a forward's time says nothing about the GPU"
         say(f"not timed: {why}; checked only")
         return {"timed": False, "why_not_timed": why}
     with torch.no_grad():
@@ -164,18 +164,18 @@ def main(argv) -> int:
         say(line)
     checked = check(model, ready.inputs, say)
     hits, seen = info.hit_rate()
-    say(f"hit rate: {hits} of {seen} calls of the swapped functions took a swapped kernel")
-    predicted = amdahl.predict([(s.share, s.speedup) for s in info.swaps])
+    say(f"hit rate: {hits} of {seen} calls of the swapped functions and modules took a swapped kernel")
+    predicted = amdahl.predict([(s.share, s.speedup) for s in info.every()])
     say(f"Amdahl's prediction from the per-card speedups: {predicted:.3f}x")
     times = timed(model, ready.inputs, args.rounds, predicted, say)
     unapply(model)
     result = {"command": "kernloop apply " + " ".join(argv), "device": doc.get("device"),
-              "applied": [{"card": s.card, "fn": s.call["fn"], "share": s.share, "speedup": s.speedup}
-                          for s in info.swaps], "eager": [{"card": c, "why": w} for c, w in info.fell_back],
+              "applied": [{"card": s.card, "fn": s.what, "share": s.share, "speedup": s.speedup}
+                          for s in info.every()], "eager": [{"card": c, "why": w} for c, w in info.fell_back],
               **checked, "hit_rate": [hits, seen], "predicted": predicted, **times}
     (folder / "apply.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     modelpage.refresh(folder)
-    say(f"verdict: {len(info.swaps)} card(s) applied, {len(info.fell_back)} eager; outputs "
+    say(f"verdict: {len(info.every())} card(s) applied, {len(info.fell_back)} eager; outputs "
         + ("match eager" if checked["match"] else "DO NOT match eager: do not use the applied model")
         + f" (written to {folder / 'apply.json'}; page: {folder / 'model.html'})")
     return 0 if checked["match"] else 1

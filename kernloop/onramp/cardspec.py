@@ -1,4 +1,4 @@
-"""A spec per picked operator card, written by `new`'s own writer: the reference is the card's exact call on inputs of its captured shapes and dtypes (weights are inputs too), the tolerance by dtype, `baseline: torch`.
+"""A spec per picked operator card, written by `new`'s own writer: the reference is the card's exact call on inputs of its captured shapes and dtypes (weights are inputs too), or a fused card's module forward as one expression, the tolerance by dtype, `baseline: torch`.
 
     cardspec.write_all(doc, folder, command)   # each picked card gets `spec` (or `spec_why`)
 """
@@ -120,17 +120,64 @@ def draft(card: dict, model: str) -> Draft:
     return d
 
 
-def write_all(doc: dict, folder: Path, command: str) -> None:
+def draft_module(card: dict, model_name: str, module) -> Draft:
+    """The spec draft of a fused card: its module's forward as one expression (modules.expression)
+    of the inputs it was called with and its parameters; OnrampError (one line) when it cannot be."""
+    import operator
+    from kernloop.model import modules
+    acts = calls.tensors(card.get("module_args") or [])
+    if not acts or any(t["dtype"] not in new.TOLERANCE for t in acts):
+        raise OnrampError("a fused card's inputs are bfloat16, float16 or float32 tensors")
+    if len(acts) != len(card["module_args"]) or not card.get("module_out"):
+        raise OnrampError("a fused card's module takes tensors only and returns one tensor")
+    try:
+        expr, attrs = modules.expression(module, ACTIVATION_NAMES[:len(acts)])
+    except modules.FuseError as e:
+        raise OnrampError(str(e)) from None
+    held = [operator.attrgetter(a)(module) for a in attrs]
+    inputs = [{"name": n, "shape": t["shape"], "dtype": t["dtype"]} for n, t in zip(ACTIVATION_NAMES, acts)]
+    inputs += [{"name": WEIGHT_NAMES[k] if k < len(WEIGHT_NAMES) else f"{WEIGHT_NAMES[0]}{k}",
+                "shape": list(h.shape), "dtype": str(h.dtype).replace("torch.", "")} for k, h in enumerate(held)]
+    syms, shapes = symbols_for(inputs)
+    dtype = inputs[0]["dtype"]
+    name = spec_name(card)
+    d = Draft(name=name, entry=name, dtype=dtype, symbols=syms, reference=expr,
+              inputs=[{"name": i["name"], "shape": sh, **({"dtype": i["dtype"]} if i["dtype"] != dtype else {})}
+                      for i, sh in zip(inputs, shapes)],
+              description=f"card {card['id']} of {model_name}: {card['op'].removeprefix('module:')} "
+                          f"({', '.join(card['modules'])}) fused, as its forward computes it ({dtype})")
+    d.compare = {f"{card['op'].removeprefix('module:')}.forward (eager)": expr}
+    card["params"] = attrs   # apply passes these attributes of each module, in this order
+    return d
+
+
+def module_family(card: dict, model_name: str, module) -> str | None:
+    """The template family the tuner would start a fused card from (its spec written to a scratch
+    folder and recognised as a run would), or None with `family_why`."""
+    import tempfile
+    from kernloop.propose import torchstart
+    from kernloop.spec import load_spec
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = new.write(draft_module(card, model_name, module), Path(tmp), None, True, "kernloop model")
+            return torchstart.template(load_spec(path)).match.family
+    except Exception as e:   # noqa: BLE001 - no family is a line on the card, never a crash
+        card["family_why"] = " ".join(str(e).split())[:300]
+        return None
+
+
+def write_all(doc: dict, folder: Path, command: str, model=None) -> None:
     """Write a spec for every picked card under folder/cards/<id>/ through `new`'s writer; each
     card records `spec` (relative to folder) or `spec_why` (one line); nothing here raises."""
     cards = {c["id"]: c for c in doc["cards"]}
     for cid in doc["picked"]:
         card = cards[cid]
         try:
-            d = draft(card, doc["model"])
+            d = draft_module(card, doc["model"], model.get_submodule(card["modules"][0])) \
+                if card.get("kind") == "module" else draft(card, doc["model"])
             path = new.write(d, folder / "cards" / cid, None, True, command)
             card["spec"] = path.relative_to(folder).as_posix()
-            if flattened(card["call"]):
+            if card.get("call") and flattened(card["call"]):
                 card["flatten"] = flattened(card["call"])   # apply reshapes the call's input to the spec's
         except Exception as e:   # noqa: BLE001 - one card that cannot be a spec is a line, never a crash
             why = str(e) if isinstance(e, OnrampError) else f"{type(e).__name__}: {e}"

@@ -91,13 +91,16 @@ def capture_model(args, argv):
     for i, c in enumerate(ranked, 1):
         c["id"] = f"c{i:02d}"
     calls.attach(ranked, calls.record(ready.model, ready.inputs))   # each card's exact call
+    for c in ranked:   # a fused card worth a run: the family its module's forward is in, if any
+        if c.get("kind") == "module" and c["share"] >= args.min_share:
+            c["family"] = cardspec.module_family(c, args.source, ready.model.get_submodule(c["modules"][0]))
     path, _, fn = args.source.rpartition(":")
     doc = {"model": args.source, "build": f"{Path(path).resolve()}:{fn}", "dtype": args.dtype, **got,
            "cards": ranked, "picked": amdahl.pick(ranked, args.top, args.min_share, set(filter(None, (args.ops or "").split(","))))}
     stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(path).stem)
     folder = Path(args.out) / f"model-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{stem}"
     folder.mkdir(parents=True)
-    cardspec.write_all(doc, folder, "kernloop model " + " ".join(argv))   # a spec per picked card
+    cardspec.write_all(doc, folder, "kernloop model " + " ".join(argv), ready.model)   # a spec per picked card
     modelrun.save(doc, folder)   # cards.json and the model folder's page
     say = terminal.printer()
     say(f"model {args.source} on {device}: {len(ranked)} cards, {got['ms_per_forward']:.4f} ms a forward "
