@@ -23,6 +23,7 @@ from benchmarks.judge_tables import (AA_HEADER, LLM_HEADER, SPEED_HEADER, SPEED_
                                 even_section, fidelity_section, llm_rows, llm_section, older_aa_jobs,
                                 once_section, power_section, prewarm_section, speed_rows,
                                 speed_section)
+from benchmarks.family_tables import family_sections  # noqa: E402
 from benchmarks.first_tables import first_section  # noqa: E402
 from benchmarks.table_kit import clip, load, md_table, ms, pct, section  # noqa: E402
 
@@ -170,10 +171,11 @@ COMMANDS = ("A source's command is quoted from its JSON's record, as it ran at t
 
 def render_results() -> str:
     parts = [HEAD, "# Results of record",
-             "One current table per question, measured on one NVIDIA H200 lent through the project's "
+             "One current table per question, measured on one NVIDIA H200 (the four sections of issues 43-45: one "
+             "NVIDIA H100) lent through the project's "
              "`device` tool; the raw JSON under `benchmarks/results/`. Older numbers, superseded "
              "by these, are in [history.md](history.md). No number here is synthetic. " + COMMANDS,
-             peers_section(current=True), aa_section(), even_section(), bias_section(), power_section(),
+             peers_section(current=True), *family_sections(), aa_section(), even_section(), bias_section(), power_section(),
              burst_section(), speed_section(), prewarm_section(), once_section(), first_section(), llm_section(),
              cost_section(),
              fidelity_section()]

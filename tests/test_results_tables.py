@@ -41,3 +41,20 @@ def test_false_promotions_and_what_each_figure_exercised_are_reported():
                  "softmax/swap 2/20 (after the arena fix)", "100 rounds inside one judge job",
                  "the confirmation rule was never exercised", "| baseline warm | 3.4 s | 8.9 s | 9.2 s |"):
         assert want in text, want
+
+
+def test_session25_sections_and_the_readme_lines_quote_them():
+    import re
+    text = tables.render_results()
+    for title in ("The tuner against the best peer, on the H100 (issue 43)",
+                  "KernelBench-format problems from `baseline: torch` (issue 43)",
+                  "Tree against chain (issue 45)", "A model end to end (issue 44)"):
+        assert f"\n## {title}\n" in text, title
+    readme = (ROOT / "README.md").read_text()
+    lines = [line for line in readme.splitlines() if line.startswith("- ")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("- H100, session 25"))
+    quoted = lines[start:start + 4]
+    assert len(quoted) == 4
+    for line in quoted:
+        for num in re.findall(r"\d+\.\d+×|\d+\.\d{4} ms|\d+ of \d+", line):
+            assert num in text, (num, line)
