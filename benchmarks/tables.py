@@ -174,7 +174,7 @@ def render_results() -> str:
              "One current table per question, measured on one NVIDIA H200 (the four sections of issues 43-45: one "
              "NVIDIA H100) lent through the project's "
              "`device` tool; the raw JSON under `benchmarks/results/`. Older numbers, superseded "
-             "by these, are in [history.md](history.md). No number here is synthetic. " + COMMANDS,
+             "by these, are in [history.md](history.md). No time here is synthetic (the tree-against-chain section's scripted row counts proposals of a selection rule on the CPU: no time at all). " + COMMANDS,
              peers_section(current=True), *family_sections(), aa_section(), even_section(), bias_section(), power_section(),
              burst_section(), speed_section(), prewarm_section(), once_section(), first_section(), llm_section(),
              cost_section(),
