@@ -30,7 +30,7 @@ from kernloop.standing.diagnosis import compulsory_bytes, of_result
 from kernloop.loop.factories import make_backend, make_proposer
 from kernloop.loop.finaljob import final_job, final_summary
 from kernloop.loop.state import State
-from kernloop.loop.iteration import candidate_event, evaluate_judged, proposal_context, run_iteration
+from kernloop.loop.iteration import candidate_event, evaluate_judged, proposal_context, run_iteration  # noqa: F401  (run_iteration: one iteration, for tests and benchmarks)
 from kernloop.loop.runconfig import Ending, RunConfig
 from kernloop.loop.runfolder import (LIBRARY_LOG, RunFolderError, check_baseline, judge_baseline, log_to_file, start_run,
                                      versions, write_judged_copy)
@@ -145,7 +145,7 @@ class Run:
         return self.proposer if isinstance(self.proposer, Tuner) else None
 
     @property
-    def many(self) -> bool:   # else the one-at-a-time loop, exactly as before
+    def many(self) -> bool:   # K or B above 1: run_start logs them (K = B = 1 logs nothing new)
         return self.parallel > 1 or self.batch > 1
 
     def duration_s(self) -> float:
@@ -161,12 +161,8 @@ def loop(cfg: RunConfig, ending: Ending) -> int:
     if not run.cfg.resume and run.researcher is not None:
         do_research(run, "start")
         render_page(run.run_dir)
-    if run.many:   # up to `parallel` candidates in flight, `batch` per job; ends on a stop rule
-        run_many(run)
-    while not (rule := stop(run)):   # one at a time (with `many`: the rule that ended it is read)
-        secondlook.join(run.backend, run.log, run.st)   # a second look that landed: this prompt has it
-        record(run, *run_iteration(run.st.done + 1, run.st, run.spec, run.proposer, run.backend,
-                                   run.run_dir, run.min_gain, run.sigma))
+    while not (rule := stop(run)):   # the one loop: up to `parallel` in flight (1: one at a time),
+        run_many(run)                 # `batch` a job, until a stop rule (the one read here)
     return finish(run, rule)
 
 
@@ -328,7 +324,7 @@ def stop(run: Run) -> tuple[str, str] | None:
     """The rule that ends the run now, if one does."""
     interrupts.check()   # a signal whose handler was swallowed ends the run here
     st, max_minutes = run.st, run.cfg.max_minutes
-    return decision.stop_rule(len(st.seen) if run.many else st.done, run.budget, st.since_promotion,
+    return decision.stop_rule(len(st.seen), run.budget, st.since_promotion,
                               run.patience, bool(run.tuner and run.tuner.exhausted), run.fatal, run.duration_s(),
                               max_minutes * 60 if max_minutes else None, floor=st.floor_stop())   # speed of light
 

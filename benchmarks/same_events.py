@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-CLOCK_FIELDS = {"ts", "run_id", "duration_s", "latency_s", "wall_s", "phase_s", "startup_s", "pid",
+CLOCK_FIELDS = {"ts", "run_id", "duration_s", "latency_s", "wall_s", "phase_s", "startup_s", "pid", "finish_s", "uptime_s",
                 "cost_s", "references_ms"}
 JOB_FOLDER = re.compile(r"kernloop-job-[A-Za-z0-9_]+")   # checker/scratch.py: tempfile.mkdtemp
 DRAWN_FIELDS = {"rel_l2", "floors", "floor_ratio"}   # errors on inputs drawn afresh each run

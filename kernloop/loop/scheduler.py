@@ -216,6 +216,7 @@ class Driver:
         self.backend, self.spec, self.run_dir, self.budget = backend, spec, run_dir, budget
         self.min_gain, self.sigma = min_gain, sigma
         self.t0 = time.monotonic()
+        self.flying = fl.k > 1 or fl.batch > 1   # K = B = 1: one at a time, logged and said as always
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 3)
@@ -282,7 +283,8 @@ class Driver:
         started = self.fl.proposing.pop(n)
         ev, ready = self.h.prepare(n, ctx, prop, t)
         if not ready:
-            ev["in_flight"] = self.flight_info(started, [])
+            if self.flying:
+                ev["in_flight"] = self.flight_info(started, [])
             self.record(ev, prop.fatal)
             return
         self.fl.queue.append(Cand(n, ev, self.run_dir / ev["candidate_file"], started))
@@ -343,16 +345,18 @@ class Driver:
 
     def finalize(self, c: Cand, res: dict, d: dict, superseded=None, confirmed=None) -> None:
         ev = c.ev
-        ev.update(result=res, decision=d, evaluated_against=c.against,
-                  evaluations=c.evaluations, superseded=superseded, confirmed=confirmed,
-                  in_flight=self.flight_info(c.proposed_s, c.evaluations))
+        ev.update(result=res, decision=d)
+        if self.flying:   # what the flight did: its jobs, what it was timed against, when
+            ev.update(evaluated_against=c.against, evaluations=c.evaluations, superseded=superseded,
+                      confirmed=confirmed, in_flight=self.flight_info(c.proposed_s, c.evaluations))
         c.confirming = False
         self.record(ev, False)
         self.fl.release_held()
 
     def record(self, ev: dict, fatal: bool) -> None:
         self.h.record(ev, fatal)
-        self.h.say("  " + self.fl.describe())
+        if self.flying:
+            self.h.say("  " + self.fl.describe())
 
     def flight_info(self, proposed_s: float, evaluations: list) -> dict:
         return {"proposed_s": proposed_s, "decided_s": self.now(),
@@ -396,14 +400,15 @@ def _order(what) -> tuple:
 def run_many(st, proposer, inline: bool, backend: Backend, spec, run_dir: Path, parallel: int,
              batch: int, budget: int, min_gain: float, sigma: float, record, stop, say, context,
              prepare, idle=None) -> None:
-    """The loop with several candidates in flight, on the orchestrator's State `st` (seen,
+    """The loop, up to `parallel` candidates in flight (1: one at a time), on the orchestrator's State `st` (seen,
     champion_id, champion_file); `inline` runs the proposer in this thread (the tuner); `stop`
     is decision.stop_rule applied to the state: (stopped, reason) or None."""
     missing, next_n = missing_numbers(st.seen)   # --resume re-runs what was in flight
     slots = workers(backend, parallel)
-    say(f"kernloop: {parallel} in flight, batches of "   # say() tags a synthetic run's lines
-        f"{batch}, {len(slots)} evaluation worker(s): {', '.join(slots)}"
-        + (f"; re-running {len(missing)} iteration(s) that were in flight" if missing else ""))
+    if parallel > 1 or batch > 1 or missing:   # one at a time says nothing new
+        say(f"kernloop: {parallel} in flight, batches of "   # say() tags a synthetic run's lines
+            f"{batch}, {len(slots)} evaluation worker(s): {', '.join(slots)}"
+            + (f"; re-running {len(missing)} iteration(s) that were in flight" if missing else ""))
     hooks = Hooks(context=context, prepare=prepare, record=record,
                   stop=lambda: (stop() or (None, None))[1],   # the reason in words, or None
                   decided=lambda: len(st.seen),
