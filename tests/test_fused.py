@@ -95,7 +95,16 @@ def test_a_module_forward_is_one_expression_or_one_line_why_not():
         def forward(self, x):
             return x if x.sum() > 0 else -x
 
+    class SwiGLU(torch.nn.Module):   # one input split in two: the view is written at each use
+        def forward(self, x):
+            a, gate = x.chunk(2, dim=-1)
+            return torch.nn.functional.silu(gate) * a
+
     assert modules.expression(Glu(), ["x", "y"]) == ("torch.nn.functional.silu(x, inplace=False) * y", [])
+    expr, _ = modules.expression(SwiGLU(), ["x"])
+    assert expr == "torch.nn.functional.silu(x.chunk(2, dim=-1)[1], inplace=False) * x.chunk(2, dim=-1)[0]"
+    x = torch.randn(3, 8)
+    assert torch.equal(eval(expr, {"torch": torch, "x": x}), SwiGLU()(x))
     with pytest.raises(modules.FuseError, match="intermediate result twice"):
         modules.expression(Twice(), ["x"])
     with pytest.raises(modules.FuseError, match="torch.fx cannot trace Branchy.forward"):

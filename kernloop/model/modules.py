@@ -21,6 +21,10 @@ MARK = "kernloop_module_"
 INFIX = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
          operator.matmul: "@", operator.pow: "**"}
 ACTS, PARAMS = ["x", "y", "z"], ["w", "v", "u"]   # the spec's input names, as cardspec names them
+# Views and the picking of one part: written out at each use, they cost nothing twice (SwiGLU's
+# `a, b = x.chunk(2, -1)` is x.chunk(2, -1)[0] and x.chunk(2, -1)[1]).
+VIEWS = {"chunk", "split", "view", "reshape", "transpose", "unsqueeze", "squeeze", "permute", "t",
+         "getitem", "unbind"}
 
 
 class FuseError(KernLoopError):
@@ -138,6 +142,8 @@ def _call(n, text: dict) -> str:
         return f"({args[0]} {INFIX[n.target]} {args[1]})"
     if n.target is operator.neg and len(args) == 1:
         return f"(-{args[0]})"
+    if n.target is operator.getitem and len(args) == 2 and not kws:
+        return f"{args[0]}[{args[1]}]"
     name = calls.name_of(n.target)
     if name is None:
         raise FuseError(f"{getattr(n.target, '__name__', n.target)} has no name under torch")
@@ -173,7 +179,8 @@ def expression(module, acts: list[str]) -> tuple[str, list[str]]:
             k = attrs.index(n.target)
             text[n] = PARAMS[k] if k < len(PARAMS) else f"{PARAMS[0]}{k}"
         elif n.op in ("call_function", "call_method"):
-            if any(uses[a] > 1 for a in n.all_input_nodes if a.op in ("call_function", "call_method")):
+            if any(uses[a] > 1 and _name(a) not in VIEWS for a in n.all_input_nodes
+                   if a.op in ("call_function", "call_method")):
                 raise FuseError("its forward uses an intermediate result twice: not one expression")
             text[n] = _call(n, text)
         elif n.op == "output":
@@ -184,6 +191,11 @@ def expression(module, acts: list[str]) -> tuple[str, list[str]]:
         raise FuseError("its forward does not return one tensor")
     expr = text[out]
     return (expr[1:-1] if expr.startswith("(") and expr.endswith(")") and _balanced(expr[1:-1]) else expr), attrs
+
+
+def _name(n) -> str:
+    """A call node's function or method name (getitem for x[0])."""
+    return n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
 
 
 def _balanced(s: str) -> bool:
