@@ -44,6 +44,11 @@ def configs(run: Path) -> list:
     return [e.get("candidate_config") for e in events(run) if e["event"] == "iteration"]
 
 
+def only_run(out: Path) -> Path:
+    (run,) = [d for d in out.iterdir() if d.is_dir()]
+    return run
+
+
 def tree(run: Path) -> list:
     return [(e["parent_id"], e["selection"], e["node_time"]) for e in events(run) if e["event"] == "iteration"]
 
@@ -81,6 +86,7 @@ def test_sigterm_writes_run_end_interrupted_and_the_page_stops_refreshing(tmp_pa
     end = events(run)[-1]
     assert end["event"] == "run_end" and end["stopped"] == "interrupted"
     assert end["stop_reason"] == "interrupted by SIGTERM" and end["duration_s"] > 0
+    assert events(run)[0]["search"] == "tree"   # the spec's loop.search, no --search given
     html = (run / "trajectory.html").read_text()
     assert 'http-equiv="refresh"' not in html
     # --resume keeps the run's backend: another one is refused in one line, nothing written
@@ -187,24 +193,22 @@ def test_a_signal_inside_a_held_block_is_raised_when_the_block_ends():
 
 
 def test_search_chain_from_the_command_line_is_logged_and_kept_on_resume(tmp_path):
+    from kernloop.loop import resume
+    from orchestrator import parse_args
     spec = small_spec(tmp_path / "spec")
     out = tmp_path / "runs"
-    run, _ = start_and_interrupt(["--spec", str(spec), "--search", "chain", "--iterations", "6", "--seed", "3",
-                                  "--quiet", "--out", str(out)], ROOT, out, 2, signal.SIGINT)
-    again = subprocess.run([*PY, "--resume", str(run), "--quiet"], cwd=ROOT, env=ENV,
-                           capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stderr
-    evs = events(run)
+    p = subprocess.run([*PY, "--spec", str(spec), "--search", "chain", "--iterations", "3", "--seed", "3",
+                        "--quiet", "--out", str(out)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    evs = events(only_run(out))
     assert evs[0]["event"] == "run_start" and evs[0]["search"] == "chain"
     its = [e for e in evs if e["event"] == "iteration"]
-    assert len(its) == 6   # some before the interrupt, the rest after: every one from the champion of its time
     champion = "baseline"
-    for e in its:
+    for e in its:   # every one from the champion of its time
         assert (e["parent_id"], e["selection"]) == (champion, "chain: the champion")
         champion = e["candidate_id"] if e["decision"]["promoted"] else champion
-    # without --search the spec's loop.search (tree) holds, and run_start says so
-    plain = subprocess.run([*PY, "--spec", str(spec), "--iterations", "0", "--quiet", "--out", str(tmp_path / "p")],
-                           cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
-    assert plain.returncode == 0, plain.stderr
-    (prun,) = [d for d in (tmp_path / "p").iterdir() if d.is_dir()]
-    assert events(prun)[0]["search"] == "tree"
+    assert len(its) == 3
+    # --resume takes the run's own search unless given again
+    again = resume.take_options(parse_args(["--resume", "R"]), evs[0], out)
+    assert again.search == "chain"
+    assert resume.take_options(parse_args(["--resume", "R", "--search", "tree"]), evs[0], out).search == "tree"
