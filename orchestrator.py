@@ -22,7 +22,7 @@ from kernloop import contract
 from kernloop import decision
 from kernloop.loop import interrupts
 import research
-from kernloop.loop import resume, secondlook
+from kernloop.loop import resume, scheduler, secondlook
 from kernloop import settings
 from kernloop import needs
 from kernloop.errors import ArgParser, KernLoopError, report, wrap_warnings
@@ -361,16 +361,42 @@ def record(run: Run, ev: dict, is_fatal: bool) -> None:
     render_page(run.run_dir)
 
 
+class RunHooks(scheduler.Hooks):
+    """The loop's hooks on this run: its state, its log, its terminal."""
+
+    def __init__(self, run: Run):
+        self.run = run
+
+    def context(self, n):
+        return proposal_context(n, self.run.st, self.run.spec, self.run.run_dir)
+
+    def prepare(self, n, ctx, prop, t0):
+        return candidate_event(n, ctx, prop, self.run.spec, self.run.run_dir, t0)
+
+    def record(self, ev, fatal):
+        record(self.run, ev, fatal)
+
+    def idle(self):
+        secondlook.join(self.run.backend, self.run.log, self.run.st)   # a second look that landed
+
+    def say(self, text):
+        self.run.say(text)
+
+    def stop(self):
+        return (stop(self.run) or (None, None))[1]
+
+    def seen(self):
+        return self.run.st.seen
+
+    def champion(self):
+        st = self.run.st
+        return st.champion_id, None if st.champion_is_torch else st.champion_file, st.champion_sha256
+
+
 def run_many(run: Run) -> None:
-    """--parallel/--batch: the scheduler keeps candidates in flight until a stop rule."""
-    from kernloop.loop import scheduler
-    st, spec, run_dir = run.st, run.spec, run.run_dir
-    scheduler.run_many(st, run.proposer, run.tuner is not None, run.backend, spec, run_dir,
-                       run.parallel, run.batch, run.budget, run.min_gain, run.sigma,
-                       lambda ev, is_fatal: record(run, ev, is_fatal), lambda: stop(run), run.say,
-                       lambda n: proposal_context(n, st, spec, run_dir),
-                       lambda n, ctx, prop, t0: candidate_event(n, ctx, prop, spec, run_dir, t0),
-                       idle=lambda: secondlook.join(run.backend, run.log, st))
+    """The scheduler keeps up to `parallel` candidates in flight, `batch` a job, until a stop rule."""
+    scheduler.run_many(RunHooks(run), run.proposer, run.tuner is not None, run.backend, run.spec, run.run_dir,
+                       run.parallel, run.batch, run.budget, run.min_gain, run.sigma)
 
 
 def finish(run: Run, rule: tuple[str, str]) -> int:

@@ -106,12 +106,26 @@ def drive(tmp_path, backend, n, parallel, batch=1, budget=None, research_after=N
         if research_after and st.streak and st.streak % research_after == 0:
             research.append((len(logged), [e["candidate_id"] for e in logged]))
 
-    hooks = scheduler.Hooks(
-        context=lambda i: proposal_context(i, st, SPEC, run_dir),
-        prepare=lambda i, ctx, prop, t0: candidate_event(i, ctx, prop, SPEC, run_dir, t0),
-        record=record, decided=lambda: len(st.seen),
-        stop=lambda: "budget" if len(st.seen) >= budget else None,
-        champion=lambda: (st.champion_id, st.champion_file), say=lambda s: None)
+    class Stand(scheduler.Hooks):   # the run around the loop: this test's state and log
+        def context(self, i):
+            return proposal_context(i, st, SPEC, run_dir)
+
+        def prepare(self, i, ctx, prop, t0):
+            return candidate_event(i, ctx, prop, SPEC, run_dir, t0)
+
+        def record(self, ev, fatal):
+            record(ev, fatal)
+
+        def stop(self):
+            return "budget" if len(st.seen) >= budget else None
+
+        def seen(self):
+            return st.seen
+
+        def champion(self):
+            return st.champion_id, st.champion_file, None
+
+    hooks = Stand()
     fl = scheduler.Flight(parallel, batch, backend.slots(parallel))
     proposer = Counting([kernel(i) for i in range(n)], logged)
     scheduler.Driver(fl, hooks, proposer, False, backend, SPEC, run_dir, budget, 0.02, 2.0).run()

@@ -22,7 +22,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kernloop import decision
 from kernloop.backends.local import Backend, failed_result
@@ -145,18 +145,40 @@ class Flight:
         return "in flight: " + ("; ".join(parts) if parts else "nothing")
 
 
-@dataclass
 class Hooks:
-    """What the driver needs from the orchestrator (its state stays there)."""
-    context: Callable[[int], Any]                      # n -> ProposalContext (a snapshot)
-    prepare: Callable[[int, Any, Proposal, float], tuple[dict, bool]]   # -> (event, ready)
-    record: Callable[[dict, bool], None]               # log one decided iteration (event, fatal)
-    stop: Callable[[], str | None]                     # a stop rule, read after each decision
-    decided: Callable[[], int]                         # iterations decided so far
-    champion: Callable[[], tuple[str, str | None]]     # (champion id, file in run_dir or None: torch)
-    say: Callable[[str], None]
-    idle: Callable[[], Any] = lambda: None              # between waits: log second looks that landed
-    champion_sha256: Callable[[], str | None] = lambda: None   # the champion's judged bytes
+    """What the loop asks of the run around it, declared once here: the orchestrator's run
+    implements it (orchestrator.RunHooks), the tests a stand-in. Events the loop sends, then the
+    readings it takes; the run's state stays with the run."""
+
+    def context(self, n: int) -> Any:
+        """Iteration n is about to be proposed: a snapshot of what its proposer is given."""
+        raise NotImplementedError
+
+    def prepare(self, n: int, ctx, prop: Proposal, t0: float) -> tuple[dict, bool]:
+        """Iteration n's proposal arrived: (its event, whether a candidate file is ready to time)."""
+        raise NotImplementedError
+
+    def record(self, ev: dict, fatal: bool) -> None:
+        """One iteration is decided: log it and learn from it (fatal: the proposer cannot go on)."""
+        raise NotImplementedError
+
+    def idle(self) -> None:
+        """Between waits: what landed meanwhile (second looks) may be logged."""
+
+    def say(self, text: str) -> None:
+        """One line for the terminal."""
+
+    def stop(self) -> str | None:
+        """The stop rule's reason in words, read after each decision; None to go on."""
+        raise NotImplementedError
+
+    def seen(self) -> set[int]:
+        """The iteration numbers decided so far (a resumed run's earlier ones too)."""
+        raise NotImplementedError
+
+    def champion(self) -> tuple[str, str | None, str | None]:
+        """(champion id, its file in the run folder or None for torch, its judged sha256)."""
+        raise NotImplementedError
 
 
 def _propose(proposer, ctx) -> Proposal:
@@ -234,7 +256,7 @@ class Driver:
             while True:
                 _raise_deferred(deferred, previous)
                 fl.stopping = fl.stopping or h.stop()
-                while fl.room(h.decided(), self.budget):
+                while fl.room(len(h.seen()), self.budget):
                     n = fl.take_number()
                     ctx, t = h.context(n), time.monotonic()
                     fl.proposing[n] = self.now()
@@ -244,10 +266,10 @@ class Driver:
                         futures[in_daemon_thread(_propose, self.proposer, ctx)] = ("proposal", n, ctx, t)
                     fl.stopping = fl.stopping or h.stop()
                 while True:
-                    cid, cfile = h.champion()
-                    job = fl.next_job(h.decided(), self.budget, cid, cfile, self.now())
+                    cid, cfile, csha = h.champion()
+                    job = fl.next_job(len(h.seen()), self.budget, cid, cfile, self.now())
                     if job is not None:
-                        job.champion_sha256 = h.champion_sha256() if cfile else None
+                        job.champion_sha256 = csha if cfile else None
                     if job is None:
                         break
                     futures[evals.submit(_evaluate, self.backend, self.spec, job,
@@ -314,7 +336,7 @@ class Driver:
             decision.batch_winners([(c.cid, d) for c, _, d in decided]))}
         held = []
         for c, res, d in decided:
-            cur, _ = self.h.champion()
+            cur = self.h.champion()[0]
             step, why = decision.next_step(d, job.champion_id, cur, needs_confirmation=batch,
                                            retimes=c.retimes)
             if batch and step == "retime":   # a batch winner: confirmed alone, best first
@@ -326,7 +348,7 @@ class Driver:
         fl.release_held()
 
     def step(self, c: Cand, res: dict, d: dict, step: str, why: str | None) -> None:
-        cur, _ = self.h.champion()
+        cur = self.h.champion()[0]
         if step == "retime":
             c.retimes += 1
             c.why_retime = why
@@ -397,25 +419,16 @@ def _order(what) -> tuple:
     return (1, what[1])
 
 
-def run_many(st, proposer, inline: bool, backend: Backend, spec, run_dir: Path, parallel: int,
-             batch: int, budget: int, min_gain: float, sigma: float, record, stop, say, context,
-             prepare, idle=None) -> None:
-    """The loop, up to `parallel` candidates in flight (1: one at a time), on the orchestrator's State `st` (seen,
-    champion_id, champion_file); `inline` runs the proposer in this thread (the tuner); `stop`
-    is decision.stop_rule applied to the state: (stopped, reason) or None."""
-    missing, next_n = missing_numbers(st.seen)   # --resume re-runs what was in flight
+def run_many(hooks: Hooks, proposer, inline: bool, backend: Backend, spec, run_dir: Path, parallel: int,
+             batch: int, budget: int, min_gain: float, sigma: float) -> None:
+    """The loop, up to `parallel` candidates in flight (1: one at a time), `batch` a job, until
+    `hooks.stop()` says why; `inline` runs the proposer in this thread (the tuner)."""
+    missing, next_n = missing_numbers(hooks.seen())   # --resume re-runs what was in flight
     slots = workers(backend, parallel)
     if parallel > 1 or batch > 1 or missing:   # one at a time says nothing new
-        say(f"kernloop: {parallel} in flight, batches of "   # say() tags a synthetic run's lines
-            f"{batch}, {len(slots)} evaluation worker(s): {', '.join(slots)}"
-            + (f"; re-running {len(missing)} iteration(s) that were in flight" if missing else ""))
-    hooks = Hooks(context=context, prepare=prepare, record=record,
-                  stop=lambda: (stop() or (None, None))[1],   # the reason in words, or None
-                  decided=lambda: len(st.seen),
-                  champion=lambda: (st.champion_id, None if getattr(st, "champion_is_torch", False)
-                                    else st.champion_file), say=say,
-                  champion_sha256=lambda: getattr(st, "champion_sha256", None),
-                  idle=idle or (lambda: None))
+        hooks.say(f"kernloop: {parallel} in flight, batches of "   # say() tags a synthetic run's lines
+                  f"{batch}, {len(slots)} evaluation worker(s): {', '.join(slots)}"
+                  + (f"; re-running {len(missing)} iteration(s) that were in flight" if missing else ""))
     Driver(Flight(parallel, batch, slots, missing, next_n), hooks, proposer, inline, backend,
            spec, run_dir, budget, min_gain, sigma).run()
 
