@@ -88,10 +88,10 @@ def build():
 """
 
 
-def build(folder: Path):
+def build(folder: Path, net: str = NET):
     """The test's model through the real loader (net.py:build, written once into `folder`)."""
     if not (folder / "net.py").is_file():
-        (folder / "net.py").write_text(NET)
+        (folder / "net.py").write_text(net)
     got = capture.load_build(f"{folder / 'net.py'}:build")
     return got.model, got.inputs
 

@@ -14,7 +14,7 @@ import kernloop  # noqa: E402
 from kernloop.model import amdahl, calls, capture, modules  # noqa: E402
 from kernloop.onramp import cardspec  # noqa: E402
 from kernloop.spec import load_spec  # noqa: E402
-from test_apply import fake_run  # noqa: E402  (a run folder as `run` leaves one, by the real log writer)
+from test_apply import build as build_net, fake_run  # noqa: E402  (the loader; a run folder as `run` leaves one)
 
 RMS = '''"""x * rsqrt(mean(x^2) + eps) * w, one row a program (a judged champion, by hand)."""
 import torch
@@ -75,10 +75,7 @@ def build():
 
 
 def build(folder: Path):
-    if not (folder / "net.py").is_file():
-        (folder / "net.py").write_text(NET)
-    got = capture.load_build(f"{folder / 'net.py'}:build")
-    return got.model, got.inputs
+    return build_net(folder, NET)
 
 
 def test_a_module_forward_is_one_expression_or_one_line_why_not():
