@@ -6,9 +6,10 @@ flush and settle spin, between one CUDA event pair), interleaved rep by rep with
 timed call. The result line's `floor` is its timing summary plus {what, bytes, measured}.
 
 A compute-bound job (the roofline's `bound`) in bf16 or fp16 gets cuBLAS (`torch.mm`) on an
-n x n x n GEMM of the spec's inputs' dtype, n the multiple of 64 nearest the cube root of half the
-spec's FLOPs; its times are scaled by the FLOPs ratio (`scaled`, 1.0 for a square matmul of a
-multiple of 64). fp32 gets none: cuBLAS in fp32 is slower than the TF32 a template may use, so it
+n x n x n GEMM of the spec's inputs' dtype, n the smallest multiple of 64 doing at least the spec's
+FLOPs; its times are scaled by the FLOPs ratio (`scaled`, at most 1; 1.0 for a square matmul of a
+multiple of 64); none below 2 x 512^3 FLOPs, where a GEMM's time is mostly its launch. fp32 gets
+none: cuBLAS in fp32 is slower than the TF32 a template may use, so it
 is no floor. The host clock (interpret mode) or a failed floor measures none, and the loop's
 speed-of-light stop then never fires.
 
@@ -16,6 +17,8 @@ Measured beside the peers (checker/sight.py): on the H100 a copy of 134 MB at ab
 (benchmarks/results/session24/sol_floor.json).
 """
 from __future__ import annotations
+
+import math
 
 from . import peers as peers_mod
 
@@ -34,9 +37,13 @@ def memory_bound(result: dict) -> bool:
 GEMM_DTYPES = ("bfloat16", "float16")   # the dtypes whose cuBLAS GEMM is a floor (not fp32: see above)
 
 
+MIN_GEMM_FLOPS = 2 * 512 ** 3   # below this a GEMM's time is mostly launch, not FLOPs: no floor
+
+
 def gemm_side(flops: float, multiple: int = 64) -> int:
-    """n of the n x n x n GEMM (2 n^3 FLOPs) nearest `flops`, a multiple of `multiple` (pure)."""
-    n = round((max(flops, 0.0) / 2.0) ** (1.0 / 3.0) / multiple) * multiple
+    """n of the smallest n x n x n GEMM (2 n^3 FLOPs) doing at least `flops`, a multiple of
+    `multiple` (pure): its time scaled down by the FLOPs ratio (at most 1) is never too high."""
+    n = math.ceil((max(flops, 0.0) / 2.0) ** (1.0 / 3.0) / multiple - 1e-9) * multiple
     return max(multiple, int(n))
 
 
@@ -58,7 +65,7 @@ def _floor_call(torch, spec: dict, result: dict, device):
         return None
     dtypes = {i.get("dtype", spec.get("dtype")) for i in spec.get("inputs") or [] if isinstance(i, dict)}
     flops = float(cost.get("flops") or 0)
-    if bound(result) != "compute" or flops <= 0 or len(dtypes) != 1 or not dtypes <= set(GEMM_DTYPES):
+    if bound(result) != "compute" or flops < MIN_GEMM_FLOPS or len(dtypes) != 1 or not dtypes <= set(GEMM_DTYPES):
         return None
     (dt,) = dtypes
     n = gemm_side(flops)

@@ -167,3 +167,64 @@ def test_apply_swaps_the_modules_forward_only_on_the_verified_call(model_dir, mo
     assert "forward" not in model.n1.__dict__ and "forward" not in model.n2.__dict__
     with torch.no_grad():
         assert torch.equal(model(x), eager)
+
+
+def test_fused_shares_stay_within_the_operators_and_instances_that_differ_are_two_cards():
+    class Scale(torch.nn.Module):
+        def __init__(self, k):
+            super().__init__()
+            self.k, self.w = k, torch.nn.Parameter(torch.ones(64))
+
+        def forward(self, x):
+            return x * self.w * self.k
+
+    class Wrap(torch.nn.Module):   # a container: only the leaves are fused
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = Scale(2.0), Scale(3.0)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    got = capture.capture(Wrap().eval(), (torch.randn(8, 64),), device="cpu", forwards=2)
+    fused = [c for c in got["cards"] if c["kind"] == "module"]
+    assert sorted(c["modules"] for c in fused) == [["a"], ["b"]]   # k = 2.0 and k = 3.0: two expressions
+    ops = sum(c["share"] for c in got["cards"] if c["kind"] == "op")
+    assert all(0 < c["share"] <= 1 for c in fused) and sum(c["share"] for c in fused) <= ops + 1e-9
+    wrap = Wrap()
+    assert modules.expression(wrap.b, ["x"])[0] == "(x * w) * 3.0"
+
+
+def test_the_fused_guard_checks_the_parameters_and_unapply_restores_a_module_with_two_cards(model_dir, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    folder, doc = model_dir
+    both = [c for c in doc["cards"] if c["kind"] == "module"]   # n1 on 2x5x40 and on 1x5x40
+    doc["picked"] = [c["id"] for c in both]
+    for c in both:
+        if not c.get("run"):
+            fake_run(folder, c, RMS, synthetic=False)
+    cardspec.write_all(doc, folder, "test", build(folder)[0])
+    (folder / "cards.json").write_text(json.dumps(doc))
+    model, (x,) = build(folder)
+    with torch.no_grad():
+        eager = model(x)
+        kernloop.apply(model, folder)
+        model(x)
+    assert model._kernloop.hit_rate() == (3, 3)   # n1 twice (both shapes), n2 once
+    x_free = x.clone()   # grad on: the weights require grad, so every module runs its own forward
+    hits = model._kernloop.hit_rate()[0]
+    assert torch.equal(model(x_free), eager) and model._kernloop.hit_rate()[0] == hits
+    kernloop.unapply(model)
+    assert "forward" not in model.n1.__dict__ and "forward" not in model.n2.__dict__
+    with torch.no_grad():
+        assert torch.equal(model(x), eager)
+
+
+def test_apply_cli_compares_a_fused_card_with_the_model_as_it_was(model_dir):
+    from test_apply import apply_cli
+    folder, doc = model_dir
+    p = apply_cli(folder, env={"TRITON_INTERPRET": "1"})
+    assert p.returncode == 0, p.stderr
+    got = json.loads((folder / "apply.json").read_text())
+    assert got["applied"][0]["fn"] == "fused n1, n2" and got["match"]
+    assert 0 < got["rel_l2"]["example"] < 1e-5   # the kernel against eager, not against itself

@@ -74,7 +74,8 @@ class Applied:
     swaps: list[Swap]
     fell_back: list[tuple[str, str]]          # (card id, why it was not applied)
     had_forward: object = None                # an instance `forward` the model had before, restored
-    eager: object = None                      # the model's own forward: no guard, every call to torch
+    eager: object = None                      # the model's own forward without the call guard (a fused
+                                              # card's modules keep theirs: compare with a copy made before)
     misses: dict = field(default_factory=dict)   # swapped function's name -> its calls the guard sent to torch
     fused: list[ModuleSwap] = field(default_factory=list)
     module_forwards: dict = field(default_factory=dict)   # submodule name -> its own instance forward (or None)
@@ -249,26 +250,33 @@ def module_op(s: ModuleSwap):
     return op
 
 
-def guarded_forward(s: ModuleSwap, module, applied: Applied):
-    """The module's forward sending a call to the fused kernel only when it is exactly the call
-    the kernel was verified on (positional tensors alike in shape, dtype and stride, on the
-    measured device, no gradient recorded), else to the module's own forward."""
+def guarded_forward(name: str, swaps: list[ModuleSwap], module, applied: Applied):
+    """The module's forward sending a call to a fused card's kernel only when it is exactly the
+    call that kernel was verified on (positional tensors alike in shape, dtype and stride, the
+    parameters as they were at apply, on the measured device, no gradient recorded), else to the
+    module's own forward (one miss of the module, whichever of its cards it is)."""
     import operator
 
     import torch
-    eager, op, verified = module.forward, module_op(s), unmarked(s.call)
-    held = [operator.attrgetter(p) for p in s.params]
+    eager = module.forward
+    sides = []
+    for s in swaps:
+        held = [operator.attrgetter(p) for p in s.params]
+        sides.append((s, module_op(s), held, unmarked([s.call, calls.describe([h(module) for h in held], set())])))
 
     @functools.wraps(eager)
     def forward(*args, **kwargs):
         live = list(args)
-        if not kwargs and all(isinstance(t, torch.Tensor) for t in live) \
-                and all(t.device.type == applied.device.split(":")[0] for t in live) \
-                and not (torch.is_grad_enabled() and any(t.requires_grad for t in live)) \
-                and unmarked(calls.describe(live, set())) == verified:
-            s.hits += 1
-            return op(live + [h(module) for h in held])
-        applied.misses[s.card] = applied.misses.get(s.card, 0) + 1
+        if not kwargs and all(isinstance(t, torch.Tensor) for t in live):
+            for s, op, held, verified in sides:
+                params = [h(module) for h in held]
+                every = live + [p for p in params if isinstance(p, torch.Tensor)]
+                if all(t.device.type == applied.device.split(":")[0] for t in every) \
+                        and not (torch.is_grad_enabled() and any(t.requires_grad for t in every)) \
+                        and unmarked([calls.describe(live, set()), calls.describe(params, set())]) == verified:
+                    s.hits += 1
+                    return op(live + params)
+        applied.misses[name] = applied.misses.get(name, 0) + 1
         return eager(*args, **kwargs)
     return forward
 
@@ -282,11 +290,14 @@ def apply(model, model_dir):
     swaps = [s for s in planned if isinstance(s, Swap)]
     applied = Applied(device, swaps, fell, had_forward=model.__dict__.get("forward"),
                       fused=[s for s in planned if isinstance(s, ModuleSwap)])
-    for s in applied.fused:   # each fused card's modules: their forward behind its own guard
+    by_module: dict[str, list[ModuleSwap]] = {}
+    for s in applied.fused:   # a module of several fused cards (called with several shapes): one guard
         for name in s.modules:
-            m = model.get_submodule(name)
-            applied.module_forwards[name] = m.__dict__.get("forward")
-            object.__setattr__(m, "forward", guarded_forward(s, m, applied))
+            by_module.setdefault(name, []).append(s)
+    for name, its in by_module.items():
+        m = model.get_submodule(name)
+        applied.module_forwards[name] = m.__dict__.get("forward")
+        object.__setattr__(m, "forward", guarded_forward(name, its, m, applied))
     Guard = guard_mode(applied)
     inner = applied.eager = model.forward
 

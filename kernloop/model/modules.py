@@ -11,6 +11,7 @@ nn.Linear is already one operator card.
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
 from dataclasses import dataclass, field
 
@@ -88,12 +89,35 @@ def top_level(e) -> bool:
     return p is None and e.name.startswith("aten::")
 
 
+def _mark_of(e) -> str | None:
+    """The tag of the nearest module mark above an event (None: called outside any user module)."""
+    p = e.cpu_parent
+    while p is not None:
+        if p.name.startswith(MARK):
+            return p.name[len(MARK):]
+        p = p.cpu_parent
+    return None
+
+
+def _state(mod) -> str:
+    """A module's plain attributes (eps, scales, flags): torch.fx writes them into the expression
+    as literals, so two instances that differ there are two cards."""
+    return repr(sorted((k, v) for k, v in vars(mod).items()
+                       if not k.startswith("_") and isinstance(v, (bool, int, float, str, type(None)))))
+
+
 def cards(events, seen: Seen, gpu: bool, forwards: int, total_us: float) -> list[dict]:
-    """One fused card per module class and exact inputs: its calls' whole time over the forwards,
-    its share of the operators' total, the modules it stands for."""
-    groups: dict[tuple, dict] = {}
+    """One fused card per module class, plain attributes and exact inputs: the time of the
+    operators its calls ran (the same top-level operators the operator cards sum, so a share is
+    never above 1), its share of that total, the modules it stands for."""
+    from torch.autograd import DeviceType
+    spent: dict[str, float] = {}
     for e in events:
-        if not e.name.startswith(MARK):
+        if top_level(e) and (tag := _mark_of(e)) is not None:
+            spent[tag] = spent.get(tag, 0.0) + (e.device_time_total if gpu else e.cpu_time_total)
+    groups: dict[tuple, dict] = {}
+    for e in events:   # each call's mark once: a GPU profile repeats it as a device annotation
+        if not e.name.startswith(MARK) or e.device_type != DeviceType.CPU:
             continue
         tag = e.name[len(MARK):]
         name = tag.rpartition("#")[0]
@@ -102,19 +126,19 @@ def cards(events, seen: Seen, gpu: bool, forwards: int, total_us: float) -> list
             continue
         shapes = [t["shape"] for t in calls.tensors(call)]
         dtypes = [t["dtype"] for t in calls.tensors(call)]
-        key = (type(mod).__qualname__, str(shapes), str(dtypes),
+        key = (type(mod).__module__, type(mod).__qualname__, _state(mod), str(shapes), str(dtypes),
                str([(n, list(p.shape)) for n, p in mod.named_parameters()]))
         g = groups.setdefault(key, {"op": f"module:{type(mod).__name__}", "inputs": shapes, "dtypes": dtypes,
                                     "modules": [], "us": 0.0, "calls": 0, "kind": "module", "args": call,
                                     "out": seen.out.get(tag)})
-        g["us"] += e.device_time_total if gpu else e.cpu_time_total
+        g["us"] += spent.get(tag, 0.0)
         g["calls"] += 1
         if name not in g["modules"]:
             g["modules"].append(name)
     return [{"op": g["op"], "inputs": g["inputs"], "dtypes": g["dtypes"], "kind": "module",
              "modules": g["modules"], "module_args": g["args"], "module_out": g["out"],
-             "calls_per_forward": g["calls"] / forwards,
-             "ms_per_forward": g["us"] / forwards / 1e3, "share": g["us"] / (total_us or 1.0), "family": None}
+             "calls_per_forward": g["calls"] / forwards, "ms_per_forward": g["us"] / forwards / 1e3,
+             "share": min(1.0, g["us"] / (total_us or 1.0)), "family": None}
             for g in groups.values()]
 
 
@@ -125,6 +149,8 @@ def _text(a, text: dict) -> str:
     if isinstance(a, (list, tuple)):
         inner = ", ".join(_text(x, text) for x in a)
         return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+    if isinstance(a, float) and not math.isfinite(a):
+        return f"float({str(a)!r})"   # inf, -inf, nan are no Python literals
     if a is None or isinstance(a, (bool, int, float, str)):
         return repr(a)
     import torch
@@ -139,7 +165,8 @@ def _call(n, text: dict) -> str:
     if n.op == "call_method":
         return f"{args[0]}.{n.target}({', '.join(args[1:] + kws)})"
     if n.target in INFIX and len(args) == 2 and not kws:
-        return f"({args[0]} {INFIX[n.target]} {args[1]})"
+        lhs, rhs = (f"({a})" if a.startswith("-") else a for a in args)   # -2.0 ** x is -(2.0 ** x)
+        return f"({lhs} {INFIX[n.target]} {rhs})"
     if n.target is operator.neg and len(args) == 1:
         return f"(-{args[0]})"
     if n.target is operator.getitem and len(args) == 2 and not kws:
@@ -179,7 +206,7 @@ def expression(module, acts: list[str]) -> tuple[str, list[str]]:
             k = attrs.index(n.target)
             text[n] = PARAMS[k] if k < len(PARAMS) else f"{PARAMS[0]}{k}"
         elif n.op in ("call_function", "call_method"):
-            if any(uses[a] > 1 and _name(a) not in VIEWS for a in n.all_input_nodes
+            if any(uses[a] > 1 and not _free(a) for a in n.all_input_nodes
                    if a.op in ("call_function", "call_method")):
                 raise FuseError("its forward uses an intermediate result twice: not one expression")
             text[n] = _call(n, text)
@@ -191,6 +218,16 @@ def expression(module, acts: list[str]) -> tuple[str, list[str]]:
         raise FuseError("its forward does not return one tensor")
     expr = text[out]
     return (expr[1:-1] if expr.startswith("(") and expr.endswith(")") and _balanced(expr[1:-1]) else expr), attrs
+
+
+def _free(n) -> bool:
+    """A node whose chain down to an input or a parameter is views only: written twice, it costs
+    nothing twice ((x @ w).chunk(2, -1) is not: the matmul would run twice)."""
+    while n.op in ("call_function", "call_method"):
+        if _name(n) not in VIEWS or not n.all_input_nodes:
+            return False
+        n = n.all_input_nodes[0]
+    return n.op in ("placeholder", "get_attr")
 
 
 def _name(n) -> str:

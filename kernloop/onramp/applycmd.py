@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import statistics
 from pathlib import Path
@@ -88,15 +89,14 @@ def rebuild(doc: dict):
                          f"{' '.join(str(e).split())[:200]}") from None
 
 
-def check(model, inputs: tuple, say) -> dict:
-    """Applied against eager (the same model unapplied) on the example and on fresh inputs:
-    {tolerance, rel_l2: {example, fresh}, match}."""
+def check(model, eager, inputs: tuple, say) -> dict:
+    """Applied against eager (a copy of the model made before apply) on the example and on fresh
+    inputs: {tolerance, rel_l2: {example, fresh}, match}."""
     import torch
-    info = model._kernloop
     got_l2, tol = {}, TOLERANCE["float32"]
     for label, xs in (("example", inputs), ("fresh", fresh(inputs))):
         with torch.no_grad():
-            want, got = info.eager(*xs), model(*xs)
+            want, got = eager(*xs), model(*xs)
         tol = TOLERANCE.get(str(outputs(want)[0].dtype).replace("torch.", ""), TOLERANCE["float32"])
         got_l2[label] = err = rel_l2(got, want)
         say(f"outputs on {'the example' if label == 'example' else 'fresh random'} inputs: rel-L2 {err:.3g} "
@@ -104,7 +104,7 @@ def check(model, inputs: tuple, say) -> dict:
     return {"tolerance": tol, "rel_l2": got_l2, "match": all(e <= tol for e in got_l2.values())}
 
 
-def timed(model, inputs: tuple, rounds: int, predicted: float, say) -> dict:
+def timed(model, plain, inputs: tuple, rounds: int, predicted: float, say) -> dict:
     """On a GPU: eager and applied forwards timed, beside the prediction and the peers (with
     nothing applied the applied model is eager, timed once: the peers are still what a user
     would do instead)."""
@@ -115,14 +115,14 @@ def timed(model, inputs: tuple, rounds: int, predicted: float, say) -> dict:
         say(f"not timed: {why}; checked only")
         return {"timed": False, "why_not_timed": why}
     with torch.no_grad():
-        eager = median_ms(info.eager, inputs, rounds)
+        eager = median_ms(plain, inputs, rounds)
         fast = median_ms(model, inputs, rounds) if info.every() else eager
     saved = (eager - fast) / (eager - eager / predicted) if predicted > 1 else None
     say(f"eager {eager:.4f} ms, applied {fast:.4f} ms a forward (median of {rounds}, CUDA events, L2 flushed): "
         f"{eager / fast:.3f}x measured" + ("" if saved is None else f", {saved:.0%} of the time the prediction saves"))
     return {"timed": True, "rounds": rounds, "eager_ms": eager, "applied_ms": fast, "measured": eager / fast,
             "saved_of_predicted": saved, "device_name": torch.cuda.get_device_name(inputs[0].device),
-            "peers": peer_times(info.eager, inputs, rounds, fast, say)}
+            "peers": peer_times(plain, inputs, rounds, fast, say)}
 
 
 def _gems(eager):
@@ -160,16 +160,17 @@ def main(argv) -> int:
     except (OSError, ValueError) as e:
         raise ApplyError(f"{folder}: not a model folder (cards.json: {' '.join(str(e).split())})") from None
     ready = rebuild(doc)
+    plain = copy.deepcopy(ready.model).forward   # eager, untouched by apply (its modules' forwards too)
     model = apply(ready.model, folder)
     info, say = model._kernloop, terminal.printer()
     for line in info.lines() or ["no card was picked: nothing to apply"]:
         say(line)
-    checked = check(model, ready.inputs, say)
+    checked = check(model, plain, ready.inputs, say)
     hits, seen = info.hit_rate()
     say(f"hit rate: {hits} of {seen} calls of the swapped functions and modules took a swapped kernel")
     predicted = amdahl.predict([(s.share, s.speedup) for s in info.every()])
     say(f"Amdahl's prediction from the per-card speedups: {predicted:.3f}x")
-    times = timed(model, ready.inputs, args.rounds, predicted, say)
+    times = timed(model, plain, ready.inputs, args.rounds, predicted, say)
     unapply(model)
     result = {"command": "kernloop apply " + " ".join(argv), "device": doc.get("device"),
               "applied": [{"card": s.card, "fn": s.what, "share": s.share, "speedup": s.speedup}
