@@ -44,6 +44,15 @@ def test_amdahl_gains_ranking_and_picks_are_pure_rules():
     assert amdahl.pick(ranked, top=4, min_share=0.05) == ["d", "b"]   # a family, and a share that can matter
     assert amdahl.pick(ranked, top=4, min_share=0.0, ops={"aten::linear", "aten::gelu"}) == ["b", "c"]   # --ops
     assert amdahl.pick(ranked, top=1, min_share=0.0) == ["d"]
+    # a fused card and the operator cards of its calls: those whose calls all ran inside it are not picked too
+    norm = [{"id": "f", "op": "module:RMSNorm", "inputs": [], "share": 0.2, "family": "rownorm", "kind": "module",
+             "modules": ["n1", "n2"]},
+            {"id": "m", "op": "aten::mean", "inputs": [], "share": 0.1, "family": "reduce", "inside": ["n1", "n2"],
+             "outside": False},
+            {"id": "s", "op": "aten::silu", "inputs": [], "share": 0.1, "family": "activation", "inside": ["n1"],
+             "outside": True}]
+    assert amdahl.pick(amdahl.rank(norm), top=4, min_share=0.05) == ["f", "s"]
+    assert amdahl.pick(amdahl.rank(norm[1:]), top=4, min_share=0.05) == ["m", "s"]   # no fused card picked
 
 
 def test_the_example_block_is_captured_into_cards_that_add_up_to_its_forward(tmp_path):

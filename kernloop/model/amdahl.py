@@ -21,9 +21,21 @@ def rank(cards: list[dict]) -> list[dict]:
 
 def pick(ranked: list[dict], top: int, min_share: float, ops: set[str] | None = None) -> list[str]:
     """Ids of the cards worth a run: a template family can take them, their share is at least
-    `min_share`, their operator is one of `ops` (when given), at most `top` of them, largest share first."""
-    return [c["id"] for c in ranked if c.get("family") and c["share"] >= min_share
-            and (not ops or c["op"] in ops)][:top]
+    `min_share`, their operator is one of `ops` (when given), at most `top` of them, largest share
+    first; an operator card whose calls all ran inside modules a picked fused card stands for is
+    not picked again (its time is in that card's)."""
+    out: list[str] = []
+    fused: set[str] = set()
+    for c in ranked:
+        if len(out) >= top:
+            break
+        if not (c.get("family") and c["share"] >= min_share and (not ops or c["op"] in ops)):
+            continue
+        if c.get("inside") and not c.get("outside") and set(c["inside"]) <= fused:
+            continue
+        out.append(c["id"])
+        fused |= set(c.get("modules") or [])
+    return out
 
 
 def split(total: int, shares: list[float]) -> list[int]:

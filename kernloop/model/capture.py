@@ -87,14 +87,17 @@ def capture(model, inputs: tuple, device: str, forwards: int = 3) -> dict:
             if gpu:
                 torch.cuda.synchronize()
     groups: dict[tuple, list] = {}
+    where: dict[tuple, set] = {}   # the user modules each card's calls ran inside ("" : none)
     events = prof.events()
     for e in events:
         if modules.top_level(e):   # what the model itself called (inside its own modules too)
             groups.setdefault(event_key(e), []).append(e.device_time_total if gpu else e.cpu_time_total)
+            where.setdefault(event_key(e), set()).add((modules.mark_of(e) or "").rpartition("#")[0])
     total = sum(sum(v) for v in groups.values()) or 1.0
     cards = [{"op": op, "inputs": [list(s) for s in shapes], "dtypes": list(dtypes),
               "calls_per_forward": len(v) / forwards, "ms_per_forward": sum(v) / forwards / 1e3,
-              "share": sum(v) / total, "family": FAMILY_OF.get(op), "kind": "op"}
+              "share": sum(v) / total, "family": FAMILY_OF.get(op), "kind": "op",
+              "inside": sorted(where[op, shapes, dtypes] - {""}), "outside": "" in where[op, shapes, dtypes]}
              for (op, shapes, dtypes), v in groups.items()]
     fused = modules.cards(events, seen, gpu, forwards, total)   # overlapping the op cards above
     return {"device": device, "forwards": forwards, "ms_per_forward": total / forwards / 1e3,

@@ -4,8 +4,10 @@
     cards = modules.cards(prof_events, seen, gpu, forwards, total_us)
     expr, names = modules.expression(module, ["x"])                  # "x * torch.rsqrt(...) * w"
 
-A fused card holds operator cards (its `contains`); their shares overlap, so the model's total
-stays the operator cards' sum. Only modules whose class is not torch's own are candidates: an
+A fused card overlaps the operator cards of the calls it made (each operator card names the
+modules its calls ran `inside`, and whether some ran `outside` them): the model's total stays the
+operator cards' sum, and an operator card whose calls all ran inside a picked fused card is not
+picked too (amdahl.pick). Only modules whose class is not torch's own are candidates: an
 nn.Linear is already one operator card.
 """
 from __future__ import annotations
@@ -89,7 +91,7 @@ def top_level(e) -> bool:
     return p is None and e.name.startswith("aten::")
 
 
-def _mark_of(e) -> str | None:
+def mark_of(e) -> str | None:
     """The tag of the nearest module mark above an event (None: called outside any user module)."""
     p = e.cpu_parent
     while p is not None:
@@ -113,7 +115,7 @@ def cards(events, seen: Seen, gpu: bool, forwards: int, total_us: float) -> list
     from torch.autograd import DeviceType
     spent: dict[str, float] = {}
     for e in events:
-        if top_level(e) and (tag := _mark_of(e)) is not None:
+        if top_level(e) and (tag := mark_of(e)) is not None:
             spent[tag] = spent.get(tag, 0.0) + (e.device_time_total if gpu else e.cpu_time_total)
     groups: dict[tuple, dict] = {}
     for e in events:   # each call's mark once: a GPU profile repeats it as a device annotation
