@@ -107,7 +107,9 @@ def main(argv=None) -> int:
     ap.add_argument("--specs", default="softmax,matmul")
     ap.add_argument("--seeds", default="0,1,2", type=lambda v: [int(x) for x in v.split(",")])
     ap.add_argument("--iterations", type=int, default=30)
-    ap.add_argument("--spec-minutes", type=float, default=1.0, help="each loop starts no iteration after this")
+    ap.add_argument("--spec-minutes", type=float, default=10.0,
+                    help="each loop starts no iteration after this (a cap that ends a run early makes the "
+                         "budgets unequal: session 25's 0.8 did)")
     ap.add_argument("--scripted", action="store_true", help="the rule alone against the scripted proposer (CPU)")
     ap.add_argument("--dry", action="store_true", help="SYNTHETIC backend on the CPU: a smoke test, no measurement")
     ap.add_argument("--out", type=Path, required=True)
