@@ -325,7 +325,7 @@ def stop(run: Run) -> tuple[str, str] | None:
     interrupts.check()   # a signal whose handler was swallowed ends the run here
     st, max_minutes = run.st, run.cfg.max_minutes
     return decision.stop_rule(len(st.seen), run.budget, st.since_promotion,
-                              run.patience, bool(run.tuner and run.tuner.exhausted), run.fatal, run.duration_s(),
+                              run.patience, bool(run.tuner and run.tuner.exhausted_all), run.fatal, run.duration_s(),
                               max_minutes * 60 if max_minutes else None, floor=st.floor_stop())   # speed of light
 
 

@@ -336,3 +336,30 @@ def test_the_model_fails_a_config_out_of_its_range_and_never_raises_anything_els
                 continue
             with pytest.raises(perfmodel.ModelError, match=why.replace("[", r"\[").replace("]", r"\]")):
                 perfmodel.predict_ms(model, shape, bad, 1e8)
+
+
+def test_a_triton_baseline_in_a_family_gets_the_template_as_a_second_lineage():
+    from kernloop.loop.factories import make_proposer
+    spec = load_spec(Path(__file__).resolve().parent.parent / "specs" / "softmax.yaml")
+    tuner, note = make_proposer("tuner", spec, 0)
+    assert "second lineage, the softmax template" in note
+    base = (spec.path.parent / spec.baseline).read_text()
+    ctx = lambda code, cfg=None: ProposalContext(spec=spec, iteration=1, champion_code=code,   # noqa: E731
+                                                 champion_id="x", champion_profile={}, parent_code=code,
+                                                 parent_config=cfg)
+    first = tuner.propose(ctx(base))   # from the baseline: the template itself, once
+    assert first.note.startswith("template softmax") and first.code == tuner.also.start.code
+    assert check(first.code, spec) == [] and set(first.meta["config"]) == set(tuner.also.start.config)
+    again = tuner.propose(ctx(base))   # the baseline's own lineage: its search space
+    assert set(again.meta["config"]) == set(spec.search_space) and "template" not in again.note
+    child = tuner.propose(ctx(first.code, first.meta["config"]))   # the template's lineage: its space
+    assert set(child.meta["config"]) == set(tuner.also.start.config)
+    assert child.meta["config"] != first.meta["config"] and read_config(child.code) == child.meta["config"]
+    # --resume replays the configs: the template is not proposed twice
+    replayed, _ = make_proposer("tuner", spec, 0)
+    for p in (first, again, child):
+        replayed.mark_tried(p.meta["config"])
+    assert replayed.also_begun and not replayed.propose(ctx(base)).note.startswith("template")
+    # a spec whose reference no template takes keeps one lineage
+    gemv = load_spec(Path(__file__).resolve().parent.parent / "specs" / "gemv.yaml")
+    assert make_proposer("tuner", gemv, 0)[0].also is None

@@ -70,4 +70,12 @@ def make_proposer(kind: str, spec, seed: int):
         begin = torchstart.template(spec)
         return (Tuner(begin.space, seed=seed, start=begin),
                 f"built-in tuner{why}; starts from the {begin.match.family} template ({begin.match.label})")
-    return Tuner(spec.search_space, seed=seed), "built-in tuner" + why
+    try:   # a Triton baseline whose reference is in a family: the template is a second lineage
+        also = torchstart.template(spec)
+    except torchstart.NoStart:
+        also = None
+    if also is None:
+        return Tuner(spec.search_space, seed=seed), "built-in tuner" + why
+    return (Tuner(spec.search_space, seed=seed, also=also),
+            f"built-in tuner{why}; tunes the baseline and, as a second lineage, the {also.match.family} "
+            f"template ({also.match.label})")

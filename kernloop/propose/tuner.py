@@ -23,6 +23,7 @@ H200 a pointer matmul needs exactly num_stages buffers, and M replaces the table
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 import random
 import re
@@ -141,11 +142,16 @@ class Tuner:
 
     def __init__(self, space: dict, seed: int = 0, initial: int = INITIAL_SAMPLES,
                  elem_bytes: int = 2, device: str | None = None, estimate: bool = True,
-                 start=None):
+                 start=None, also=None):
         # start: a family template (kernloop.families.template.Start) for a `baseline: torch`
         # spec. Until one of its configs wins, the champion is torch (no CONFIG): the tuner
         # tunes the template instead, its first candidate being the template as filled in.
+        # also: the family template of a spec with a Triton baseline, a second lineage: its
+        # first proposal is the template, and a parent of its lineage is tuned in its space.
         self.start = start
+        self.also = None if also is None else Tuner(also.space, seed=seed, initial=initial, elem_bytes=elem_bytes,
+                                                    device=device, estimate=estimate, start=also)
+        self.also_begun = False
         self.allowed = start.allowed if start is not None else (lambda cfg: True)
         self.pruned = 0   # configs the template's limits passed over for the current proposal
         if not space:
@@ -170,12 +176,28 @@ class Tuner:
     def describe(self) -> dict:
         return {"proposer": "tuner", "model": None, "endpoint_host": None}
 
+    def _theirs(self, cfg: dict | None) -> bool:
+        """A config of the template's lineage (its keys are the template's, never the baseline's)."""
+        return self.also is not None and isinstance(cfg, dict) and set(cfg) == set(self.also.start.config)
+
+    @property
+    def exhausted_all(self) -> bool:
+        """Nothing left to propose in any lineage."""
+        return self.exhausted and (self.also is None or self.also.exhausted)
+
     def mark_tried(self, cfg: dict) -> None:
+        if self._theirs(cfg):
+            self.also_begun = True
+            self.also.mark_tried(cfg)
+            return
         self.tried.add(_key(cfg))
 
     def observe(self, cfg: dict, verdict: str, reason: str) -> None:
         """Learn from one evaluated candidate (live, or replayed on --resume): a config that ran
         out of resources is remembered, so configs that need at least as much are never proposed."""
+        if self._theirs(cfg):
+            self.also.observe(cfg, verdict, reason)
+            return
         if verdict == "promoted" or OUT_OF_RESOURCE not in (reason or "").lower():
             return   # only a resource failure teaches this rule; a promoted config plainly fit
         learned = calibrate(cfg, self.elem_bytes, reason) if self.estimate else None
@@ -296,6 +318,23 @@ class Tuner:
         return None
 
     def propose(self, ctx: ProposalContext) -> Proposal:
+        if self.also is not None:   # two lineages: the baseline's and the family template's
+            cfg = ctx.base_config or read_config(ctx.base_code)
+            if self._theirs(cfg):
+                return self.also.propose(ctx)
+            start = self.also.start
+            if not self.also_begun:   # the template itself, once, as a child of this parent
+                self.also_begun = True
+                self.also.mark_tried(start.config)
+                return Proposal(code=start.code, note=f"template {start.match.family} for {start.match.label}",
+                                proposer="tuner", meta={"config": dict(start.config)})
+        got = self._propose(ctx) if not self.exhausted else None
+        if self.also is not None and (got is None or got.error) and self.exhausted and not self.also.exhausted:
+            start = self.also.start   # the baseline's space is spent: go on in the template's
+            return self.also.propose(dataclasses.replace(ctx, parent_code=start.code, parent_config=dict(start.config)))
+        return got if got is not None else self._propose(ctx)
+
+    def _propose(self, ctx: ProposalContext) -> Proposal:
         self.elem_bytes = DTYPE_BYTES.get(getattr(ctx.spec, "dtype", None), self.elem_bytes)
         code = ctx.base_code   # the parent the search tree chose (the champion with `search: chain`)
         cfg = ctx.base_config or read_config(code)
