@@ -1,4 +1,4 @@
-"""The generated sections on session 25's H100 results (benchmarks/tables.py renders them): the tuner
+"""The generated sections on sessions 25 and 26's H100 results (benchmarks/tables.py renders them): the tuner
 against the best peer, the KernelBench-format problems, tree against chain, and a model end to end."""
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ TVC = {"softmax": S25 + "tvc_softmax.json", "matmul": S25 + "tvc_matmul.json"}
 NORMS = S25 + "peers_norms.json"
 KB = [S25 + "kb_families.json", S25 + "kb_bf16_mm.json"]
 SCRIPTED = S25 + "tree_vs_chain_scripted.json"
-CARDS, APPLY = S25 + "model_block_cards.json", S25 + "model_block_apply.json"
+S26 = "benchmarks/results/session26/"
+MODELS = [(S26 + "model_block_cards.json", S26 + "model_block_apply.json", "A model end to end (issue 44)"),
+          (S25 + "model_block_cards.json", S25 + "model_block_apply.json",
+           "A model end to end, operator cards only (issue 44, session 25)")]
 TARGET = {"softmax": 1.00, "rmsnorm": 1.00, "layernorm": 1.00, "matmul": 0.98}   # issue 43: champion / best peer
 
 
@@ -123,8 +126,19 @@ def tvc_section() -> str:
                             tvc_rows()), after)
 
 
-def model_section() -> str:
-    c, a = load(CARDS), load(APPLY)
+def _measured(a: dict) -> str:
+    """apply's timing line: measured against predicted, and the whole-model peers."""
+    if not a.get("timed"):
+        return f"not timed ({a.get('why_not_timed')})"
+    peers = "; ".join(f"{name} {ms(p['ms'])} (the applied model {x(p['applied_vs_it'])} as fast)" if "ms" in p
+                      else f"{name} not timed ({clip(p.get('error'), 80)})" for name, p in (a.get("peers") or {}).items())
+    return (f"measured **{x(a['measured'])}** (eager {ms(a['eager_ms'])}, applied {ms(a['applied_ms'])}, medians of "
+            f"{a['rounds']} forwards, CUDA events, L2 flushed), **{a['saved_of_predicted'] * 100:.0f}%** of the time the "
+            f"prediction saves; whole-model peers: {peers}")
+
+
+def model_section(cards: str, applied_json: str, title: str) -> str:
+    c, a = load(cards), load(applied_json)
     eager = {e["card"]: e["why"] for e in a.get("eager") or []}
     applied = {(e.get("card") if isinstance(e, dict) else e) for e in a.get("applied") or []}
     by_id = {k["id"]: k for k in c["cards"]}
@@ -134,13 +148,12 @@ def model_section() -> str:
         out = k.get("outcome") or {}
         rows.append([cid, k["op"], f"{k['share'] * 100:.1f}%", ms(k["ms_per_forward"]), str(k.get("iterations", "—")),
                      x(out.get("speedup")), "applied" if cid in applied else f"eager: {eager.get(cid, '?')}"])
-    timed = "timed" if a.get("timed") else f"not timed ({a.get('why_not_timed')})"
     after = (f"Applied: **{len(applied)} of {len(c['picked'])}** picked cards; predicted speedup (Amdahl, from the "
-             f"cards' speedups) **{x(a.get('predicted'))}**; {timed}. Outputs against eager: rel-L2 "
-             + ", ".join(f"{k} {v:g}" for k, v in (a.get("rel_l2") or {}).items())
+             f"cards' speedups) **{x(a.get('predicted'))}**; {_measured(a)}. Outputs against eager: rel-L2 "
+             + ", ".join(f"{k} {v:.3g}" for k, v in (a.get("rel_l2") or {}).items())
              + f" (tolerance {a.get('tolerance')}): {'match' if a.get('match') else 'no match'}.")
-    return section("A model end to end (issue 44)", [CARDS, APPLY],
-                   f"`orchestrator.py model` on `{c['build']}` ({c['dtype']}, {c['device']}) on one H100: "
+    return section(title, [cards, applied_json],
+                   f"`orchestrator.py model` on `{c.get('model', c['build'])}` ({c['dtype']}, {c['device']}) on one H100: "
                    f"{len(c['cards'])} cards, **{ms(c['ms_per_forward'])}** a forward ({c['clock']}, over "
                    f"{c['forwards']} forwards); the picked cards, each with its op, its share of the forward and "
                    "the tuner's iterations, then `apply`'s verdict.",
@@ -148,4 +161,4 @@ def model_section() -> str:
 
 
 def family_sections() -> list[str]:
-    return [peers_h100_section(), kb_section(), tvc_section(), model_section()]
+    return [peers_h100_section(), kb_section(), tvc_section(), *(model_section(*m) for m in MODELS)]
