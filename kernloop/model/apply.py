@@ -186,14 +186,27 @@ def as_op(s: "Swap"):
     return op
 
 
-def unmarked(desc):
-    """A call description without the parameter marks (what the guard compares: shapes, dtypes,
-    strides and values; whether a tensor is a weight changes nothing the kernel computes)."""
+def frozen(desc):
+    """A call description as the key the guard compares (hashable): a tensor as its shape, stride and
+    dtype (whether it is a weight changes nothing the kernel computes), plain values as they are."""
+    import torch
     if isinstance(desc, dict) and "tensor" in desc:
-        return {"tensor": {k: v for k, v in desc["tensor"].items() if k != "param"}}
+        t = desc["tensor"]
+        return ("tensor", tuple(t["shape"]), tuple(t["stride"]), getattr(torch, t["dtype"]))
     if isinstance(desc, dict):
-        return {k: unmarked(v) for k, v in desc.items()}
-    return [unmarked(d) for d in desc] if isinstance(desc, list) else desc
+        return tuple(sorted((k, frozen(v)) for k, v in desc.items()))
+    return tuple(frozen(d) for d in desc) if isinstance(desc, list) else desc
+
+
+def live_key(value):
+    """frozen(calls.describe(value)) for a live argument, without building the description: the
+    guard runs on every call of a swapped function or module, so it must cost microseconds."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), value.stride(), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(live_key(v) for v in value)
+    return frozen(calls.describe(value, set()))
 
 
 def run_kernel(s: "Swap", live: list):
@@ -214,8 +227,10 @@ def guard_mode(applied: Applied):
     import torch
     from torch.overrides import TorchFunctionMode
     by_func: dict = {}
+    device = applied.device.split(":")[0]
     for s in applied.swaps:
-        by_func.setdefault(s.func, []).append((s, unmarked([s.call["args"], s.call["kwargs"]]), as_op(s)))
+        verified = (frozen(s.call["args"]), frozen(s.call["kwargs"]))
+        by_func.setdefault(s.func, []).append((s, verified, as_op(s)))
 
     class Guard(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -223,14 +238,15 @@ def guard_mode(applied: Applied):
             swaps = by_func.get(func, ())
             if swaps:
                 live = flat_tensors([list(args), kwargs])
-                said = unmarked([calls.describe(list(args), set()),
-                                 {k: calls.describe(v, set()) for k, v in kwargs.items()}])
-                on_device = all(t.device.type == applied.device.split(":")[0] for t in live)
+                said = (live_key(list(args)), frozen({k: calls.describe(v, set()) for k, v in kwargs.items()}))
+                on_device = all(t.device.type == device for t in live)
                 no_grad = not (torch.is_grad_enabled() and any(t.requires_grad for t in live))   # forward only
                 for s, verified, op in swaps:
                     if on_device and no_grad and said == verified:
                         s.hits += 1
-                        return op(live)
+                        # the custom op only while torch.compile traces (one opaque call): in eager its
+                        # dispatch costs more than the launch it wraps
+                        return op(live) if torch.compiler.is_compiling() else run_kernel(s, live)
                 applied.misses[s.call["fn"]] = applied.misses.get(s.call["fn"], 0) + 1
             return func(*args, **kwargs)
     return Guard
@@ -259,23 +275,28 @@ def guarded_forward(name: str, swaps: list[ModuleSwap], module, applied: Applied
 
     import torch
     eager = module.forward
+    device = applied.device.split(":")[0]
     sides = []
     for s in swaps:
         held = [operator.attrgetter(p) for p in s.params]
-        sides.append((s, module_op(s), held, unmarked([s.call, calls.describe([h(module) for h in held], set())])))
+        verified = (frozen(s.call), frozen(calls.describe([h(module) for h in held], set())))
+        sides.append((s, module_op(s), held, verified))
 
     @functools.wraps(eager)
     def forward(*args, **kwargs):
         live = list(args)
         if not kwargs and all(isinstance(t, torch.Tensor) for t in live):
+            said = live_key(live)
             for s, op, held, verified in sides:
                 params = [h(module) for h in held]
                 every = live + [p for p in params if isinstance(p, torch.Tensor)]
-                if all(t.device.type == applied.device.split(":")[0] for t in every) \
-                        and not (torch.is_grad_enabled() and any(t.requires_grad for t in every)) \
-                        and unmarked([calls.describe(live, set()), calls.describe(params, set())]) == verified:
+                if said == verified[0] and live_key(params) == verified[1] \
+                        and all(t.device.type == device for t in every) \
+                        and not (torch.is_grad_enabled() and any(t.requires_grad for t in every)):
                     s.hits += 1
-                    return op(live + params)
+                    if torch.compiler.is_compiling():   # one opaque call to trace; in eager, the kernel itself
+                        return op(live + params)
+                    return s.kernel(*[t.contiguous() for t in live + params])
         applied.misses[name] = applied.misses.get(name, 0) + 1
         return eager(*args, **kwargs)
     return forward
