@@ -167,7 +167,9 @@ def floor_stop(champion: dict | None, floor: dict | None, best_peer: dict | None
         return None
     how = "measured" if floor.get("measured") else "MODELED"
     vs = f", peer {best_peer.get('name')} {peer:.4f} ms" if _finite(peer) else ", no peer timed"
-    return "floor", (f"speed of light: {c:.4f} ms, {c / f - 1.0:.1%} over the {how} floor {f:.4f} ms "
+    # a champion under the floor (a copy by torch is not the bandwidth's limit) says so, not "-11% over"
+    gap = f"{c / f - 1.0:.1%} over" if c >= f else f"{1.0 - c / f:.1%} under"
+    return "floor", (f"speed of light: {c:.4f} ms, {gap} the {how} floor {f:.4f} ms "
                      f"({floor.get('what') or 'copy of the same bytes'}){vs}")
 
 

@@ -176,6 +176,8 @@ def test_floor_stop_fires_within_n_percent_of_the_floor_and_at_or_above_the_best
     assert floor_stop(champ, floor, {"name": "liger", "median_ms": 1.01}) is None  # a peer is faster
     assert floor_stop(champ, floor, None)[1].endswith("no peer timed")
     assert floor_stop(champ, floor, None, within=0.01) is None                     # the knob
+    # faster than the floor (session 26's RMSNorm: 0.0211 ms under a 0.0238 ms copy): under, not "-11% over"
+    assert "11.3% under the measured floor 0.0238 ms" in floor_stop({"mean_ms": 0.0211}, {**floor, "mean_ms": 0.0238}, None)[1]
     # no floor in the result: the rule never fires, however fast the champion
     for none in (None, {}, {"mean_ms": None}, {"mean_ms": float("nan")}, {"mean_ms": 0.0}):
         assert floor_stop({"mean_ms": 1e-9}, none, None) is None
