@@ -75,6 +75,12 @@ def record(fn, inputs: list) -> Capture:
     cap = Capture(ops, inputs, None, held)
 
     class Recorder(TorchDispatchMode):
+        # as checker/contain.py's recorder: else torch wraps __torch_dispatch__ in
+        # torch._disable_dynamo, whose first call imports torch._dynamo (seconds of every run)
+        @classmethod
+        def _should_skip_dynamo(cls):
+            return False
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
