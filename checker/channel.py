@@ -160,10 +160,11 @@ def send_reply(conn: Connection, obj: dict) -> None:
 class WorkerProc:
     """The judge's handle on one worker process: spawn, request, reply, kill."""
 
-    def __init__(self, role: str, scratch: str, env: dict, extra: list[str] = ()):
+    def __init__(self, role: str, scratch: str, env: dict, extra: list[str] = (), zygote=None):
         """`python -m checker.worker` from the folder holding the package (ROOT: the package is
-        all it imports of its own); the worker moves into `scratch`, its own folder, itself
-        before its first lock (worker.lock_early), so nothing it writes lands beside the package."""
+        all it imports of its own), or the same worker forked by `zygote` (checker/zygote.py);
+        the worker moves into `scratch`, its own folder, itself before its first lock
+        (worker.lock_early), so nothing it writes lands beside the package."""
         self.role = role
         self.conn, child = Pipe(duplex=True)
         fd = child.fileno()
@@ -172,10 +173,15 @@ class WorkerProc:
         # result descriptor never reaches a worker; its stdout is the judge's stderr.
         # -B: no bytecode written; the worker reads none from a kernel's folder either (lockdown)
         argv = command("worker", "--role", role, "--fd", str(fd), "--scratch", scratch, *extra)
-        self.proc = subprocess.Popen([argv[0], "-B", *argv[1:]],
-                                     pass_fds=(fd,), stdin=subprocess.DEVNULL, cwd=ROOT,
-                                     stdout=sys.stderr.fileno(), env=env, close_fds=True)
-        child.close()
+        try:
+            if zygote is not None:
+                self.proc = zygote.spawn(argv[3:], env, ROOT, fd)
+            else:
+                self.proc = subprocess.Popen([argv[0], "-B", *argv[1:]],
+                                             pass_fds=(fd,), stdin=subprocess.DEVNULL, cwd=ROOT,
+                                             stdout=sys.stderr.fileno(), env=env, close_fds=True)
+        finally:
+            child.close()
         self.pending = 0
         self.ready: dict | None = None
         self.held: dict | None = None        # a warm judge's spare: its `held` reply (pool.Spare)

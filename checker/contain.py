@@ -55,6 +55,14 @@ def apply_early() -> dict:
     return rec
 
 
+def die_with_parent() -> None:
+    """SIGKILL when the parent dies (the worker fork server: with its judge), and exit now if it
+    already has."""
+    _try(lambda: _libc().prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0))
+    if os.getppid() == 1:
+        os._exit(1)
+
+
 def drop_capabilities() -> object:
     """After the arena is mapped: drop every capability (bounding set, then effective,
     permitted, inheritable), so even as uid 0 the worker cannot ptrace the judge, read its
@@ -75,9 +83,13 @@ def drop_capabilities() -> object:
     return True if eff and int(eff[0], 16) == 0 else f"capabilities left: {eff}"
 
 
+def set_dumpable(on: bool) -> object:
+    return _try(lambda: _libc().prctl(PR_SET_DUMPABLE, int(on), 0, 0, 0))
+
+
 def make_judge_undumpable() -> object:
     """In the judge: /proc/<judge>/mem, fd and ptrace need CAP_SYS_PTRACE, which workers drop."""
-    return _try(lambda: _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+    return set_dumpable(False)
 
 
 def tool_paths() -> set[str]:

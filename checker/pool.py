@@ -285,7 +285,7 @@ class WarmPool:
     def live_pids(self) -> set[int]:
         """The workers that outlive the job: spares, the champion's, a kept candidate's."""
         sds = list(self.champions.values()) + ([self.kept[1]] if self.kept else [])
-        return {s.w.proc.pid for s in self.spares} | {sd.w.proc.pid for sd in sds}
+        return {s.w.proc.pid for s in self.spares} | {sd.w.proc.pid for sd in sds} | S.fork_server_pids()
 
     def sweep(self, result: dict, args=None) -> None:
         """tree.end_of_job for a warm judge: every descendant but the kept workers killed, the

@@ -47,6 +47,14 @@ def worker_env(base: dict, scratch: str, own_cache: bool) -> dict:
     return env
 
 
+def fork_server_env(base: dict) -> dict:
+    """The worker fork server's environment (checker/zygote.py): the judge's, less UNSAFE_ENV and
+    the test seam, as a worker's (each forked worker then takes its own, worker_env's)."""
+    env = {k: v for k, v in base.items() if k not in UNSAFE_ENV and k != TEST_SEAM_ENV}
+    env.update(PYTHONDONTWRITEBYTECODE="1", TRITON_INTERPRET="1")
+    return env
+
+
 def remove(job: str) -> list[str]:
     """Remove the job's folder; return what could not be removed (empty when all went)."""
     shutil.rmtree(job, ignore_errors=True)

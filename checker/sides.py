@@ -12,10 +12,26 @@ from . import channel
 from . import contain
 from . import scratch
 from . import tree
+from . import zygote as Z
 from .validate import Reject
 
 READY_TIMEOUT_S = 600.0
 WORKER_PIDS: set[int] = set()   # every worker this judge started (the rest of its tree is strays)
+FORK_SERVER: list = []          # the judge's Z.Zygote its interpreter workers fork from (one, once alive)
+
+
+def fork_server() -> Z.Zygote:
+    """The judge's worker fork server, started at its first interpreter worker (again if the end
+    of a job killed it); it counts as a worker for the strays check."""
+    if not (FORK_SERVER and FORK_SERVER[0].alive()):
+        FORK_SERVER[:] = [Z.Zygote(scratch.fork_server_env(os.environ))]
+        WORKER_PIDS.add(FORK_SERVER[0].pid)
+    return FORK_SERVER[0]
+
+
+def fork_server_pids() -> set[int]:
+    """The fork server's pid while it lives (a warm judge keeps it across jobs)."""
+    return {FORK_SERVER[0].pid} if FORK_SERVER and FORK_SERVER[0].alive() else set()
 
 
 def worker_cmd_extra(args, interpret: bool) -> list[str]:
@@ -45,7 +61,9 @@ def spawn(role: str, args, interpret: bool, job_dir: str, hold: bool = False,
         env["TRITON_INTERPRET"] = "1"
     extra = worker_flags(args, interpret) + ["--uid", str(uid)] + \
         (["--hold"] if hold else []) + (["--warm-cc", str(warm_cc)] if hold and warm_cc else [])
-    w = channel.WorkerProc(role, folder, env, extra)
+    # an interpreter worker is forked from the fork server (torch imported once); a GPU worker
+    # starts its own Python (forking after torch's import is unmeasured there: CUDA, its IPC)
+    w = channel.WorkerProc(role, folder, env, extra, zygote=fork_server() if interpret else None)
     w.scratch, w.uid = folder, uid
     WORKER_PIDS.add(w.proc.pid)
     return w

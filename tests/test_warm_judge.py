@@ -188,6 +188,16 @@ def _children(pid: int) -> set[int]:
     return kids
 
 
+def _below(pid: int) -> set[int]:
+    """Every descendant: the judge's fork server and the workers forked from it."""
+    below, todo = set(), [pid]
+    while todo:
+        kids = _children(todo.pop()) - below
+        below |= kids
+        todo += kids
+    return below
+
+
 def _alive(pid: int) -> bool:
     try:
         return "State:\tZ" not in open(f"/proc/{pid}/status").read()
@@ -213,8 +223,8 @@ class Saboteur:
         (run,) = [d for d in self.root.iterdir() if d.is_dir() and not d.name.startswith(".")]
         last = [e for e in read_events(run / "run.jsonl") if (e.get("result") or {}).get("judge")][-1]
         judge = last["result"]["judge"]["pid"]
-        if act == "workers":   # the champion's worker, the spares: every child of the judge
-            for pid in sorted(_children(judge)):
+        if act == "workers":   # the champion's worker, the spares, the fork server they come from
+            for pid in sorted(_below(judge)):
                 os.kill(pid, signal.SIGKILL)
                 self.killed.append(("worker", pid))
         elif act == "judge":
@@ -335,7 +345,7 @@ def test_nothing_outlives_a_killed_loop(tmp_path):
     while not (marker.exists() and marker.read_text()) and time.monotonic() < end:
         time.sleep(0.2)
     judge = json.loads(marker.read_text())
-    kids = _children(judge)
+    kids = _below(judge)
     assert _alive(judge) and kids
     p.kill()
     p.wait()
