@@ -51,6 +51,8 @@ def fork_server_env(base: dict) -> dict:
     """The worker fork server's environment (checker/zygote.py): the judge's, less UNSAFE_ENV and
     the test seam, as a worker's (each forked worker then takes its own, worker_env's)."""
     env = {k: v for k, v in base.items() if k not in UNSAFE_ENV and k != TEST_SEAM_ENV}
+    # Triton reads TRITON_INTERPRET when it is imported (here, once): its workers run the interpreter,
+    # or have no GPU to run anything else on (sides.spawn)
     env.update(PYTHONDONTWRITEBYTECODE="1", TRITON_INTERPRET="1")
     return env
 

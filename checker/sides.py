@@ -61,9 +61,11 @@ def spawn(role: str, args, interpret: bool, job_dir: str, hold: bool = False,
         env["TRITON_INTERPRET"] = "1"
     extra = worker_flags(args, interpret) + ["--uid", str(uid)] + \
         (["--hold"] if hold else []) + (["--warm-cc", str(warm_cc)] if hold and warm_cc else [])
-    # an interpreter worker is forked from the fork server (torch imported once); a GPU worker
-    # starts its own Python (forking after torch's import is unmeasured there: CUDA, its IPC)
-    w = channel.WorkerProc(role, folder, env, extra, zygote=fork_server() if interpret else None)
+    # an interpreter worker is forked from the fork server (torch imported once), and so is any
+    # worker on a machine without an NVIDIA device; on a GPU machine a GPU worker starts its own
+    # Python (forking after torch's import is unmeasured there: CUDA, its IPC)
+    forked = interpret or not os.path.exists("/dev/nvidiactl")
+    w = channel.WorkerProc(role, folder, env, extra, zygote=fork_server() if forked else None)
     w.scratch, w.uid = folder, uid
     WORKER_PIDS.add(w.proc.pid)
     return w

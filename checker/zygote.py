@@ -11,8 +11,9 @@ environment and two descriptors, never inputs, references or results. It dies wi
 child closes every descriptor but 0-2 and its pipe, takes the worker's environment and
 directory, and runs the same `checker.worker.main` an exec'd worker runs: its containment
 (namespace, Landlock, user id, capabilities) is applied there, before any kernel is loaded.
-Only the Triton interpreter's workers are forked: a GPU worker is still its own `python -m`
-(forking after torch has been imported is untested there: CUDA and its IPC).
+Only the Triton interpreter's workers, and every worker on a machine without an NVIDIA device,
+are forked: a GPU worker on a GPU machine is still its own `python -m` (forking after torch has
+been imported is untested there: CUDA and its IPC).
 
 The judge holds a forked worker through `ForkedProc`, which answers as `subprocess.Popen` does
 (pid, poll, wait, kill, returncode): the zygote reaps its children and writes each exit status

@@ -22,7 +22,7 @@ def test_every_environment_variable_is_documented():
 def test_readme_shows_the_main_and_the_test_command_ci_runs():
     assert "python orchestrator.py --spec specs/matmul.yaml" in README
     ci = (ROOT / ".ci" / "run").read_text()
-    test_cmd = "python -m pytest -q -n 6 --dist loadfile tests"
+    test_cmd = "python -m pytest -q -n 4 --dist loadfile tests"
     assert test_cmd in README and test_cmd in ci
     assert "pip install -e ." in README and "pip install -q \".[test,ray]\"" in ci
 
