@@ -3,7 +3,8 @@
 Its modules import each other relatively and nothing of `kernloop`; every process of it starts as
 a module (`python -m checker.check`, `checker.serve`, `checker.worker`, `checker.ncu`) with its
 working directory the folder that holds this package. The helpers below are what every backend
-uses to ship it and start it (stdlib only: importing the package runs nothing else).
+uses to ship it, start it and read what its processes printed (stdlib only: importing the package
+runs nothing else).
 """
 from __future__ import annotations
 
@@ -36,3 +37,18 @@ def command(module: str, *flags: str) -> list[str]:
     """The argv that starts `checker.<module>` with this Python; run it with cwd = the folder
     that holds the package (ROOT, or the job folder `ship` copied it into)."""
     return [sys.executable, "-m", f"checker.{module}", *map(str, flags)]
+
+
+OUTPUT_CAP = 1_000_000   # bytes kept of a process's stream (a candidate may print gigabytes)
+
+
+def read_capped(f, cap: int = OUTPUT_CAP) -> str:
+    """A binary file of a process's output, its first and last `cap`/2 bytes when longer."""
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    f.seek(0)
+    head = f.read(cap // 2)
+    if size > cap:
+        f.seek(size - cap // 2)
+        head += b"\n[... output truncated ...]\n" + f.read()
+    return head.decode("utf-8", "replace")

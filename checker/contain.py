@@ -12,6 +12,8 @@ import os
 import re
 import signal
 
+from . import tree   # /proc, thread by thread
+
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 CLONE_NEWNET = 0x40000000
 _CAP_V3 = 0x20080522
@@ -177,18 +179,7 @@ class AuditGuard:
 
 def tasks(pid="self") -> dict:
     """Threads of a process as the OS kernel sees them: {tid: name}."""
-    out = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                out[tid] = f.read().strip()
-        except OSError:
-            pass
-    return out
+    return {tid: name.strip() for tid, name in tree.per_task(pid, "comm").items()}
 
 
 def aten_recorder(torch):

@@ -28,9 +28,8 @@ import sys
 import tempfile
 import time
 
-from . import HERE, command, ship
+from . import HERE, command, read_capped, ship
 
-OUTPUT_CAP = 1_000_000   # bytes kept of each stream (a candidate may print gigabytes)
 # Names that look like credentials never reach the judge (nor the candidate under it).
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
 
@@ -64,17 +63,6 @@ def _die_with_parent():   # in the child between fork and exec
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-
-
-def _read_capped(f) -> str:
-    f.seek(0, os.SEEK_END)
-    size = f.tell()
-    f.seek(0)
-    head = f.read(OUTPUT_CAP // 2)
-    if size > OUTPUT_CAP:
-        f.seek(size - OUTPUT_CAP // 2)
-        head += b"\n[... output truncated ...]\n" + f.read()
-    return head.decode("utf-8", "replace")
 
 
 def stage(folder: str, job: dict, candidate) -> list:
@@ -119,7 +107,7 @@ def run_one(job: dict, cid: str, candidate) -> dict:
                     pass
                 p.wait()
             return {"id": cid, "returncode": None if timed_out else p.returncode,
-                    "stdout": _read_capped(out), "stderr": _read_capped(err),
+                    "stdout": read_capped(out), "stderr": read_capped(err),
                     "timed_out": timed_out, "wall_s": round(time.monotonic() - t0, 3),
                     "limit_s": job["timeout_s"]}
     finally:

@@ -26,20 +26,25 @@ def become_subreaper() -> object:
     return True
 
 
-def children(pid) -> list[int]:
-    """Live (or unreaped) children of a process, from every thread's /proc children list."""
-    out = []
+def per_task(pid, leaf: str) -> dict[str, str]:
+    """{tid: the text of /proc/PID/task/TID/<leaf>} for every thread of a process ({} if gone)."""
+    out = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return out
     for tid in tids:
         try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(x) for x in f.read().split()]
+            with open(f"/proc/{pid}/task/{tid}/{leaf}") as f:
+                out[tid] = f.read()
         except OSError:
             continue
     return out
+
+
+def children(pid) -> list[int]:
+    """Live (or unreaped) children of a process, from every thread's /proc children list."""
+    return [int(x) for text in per_task(pid, "children").values() for x in text.split()]
 
 
 def descendants(pid=None) -> list[int]:

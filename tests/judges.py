@@ -51,36 +51,3 @@ def judge_files(tmp_path: Path, spec: dict, code: str, champion: str, flags, tim
     out = run_child([*check_cmd(), *job_files(tmp_path, spec, code, champion), *flags], timeout,
                     cwd=str(tmp_path))
     return parse_child(out, "synthetic", True, tmp_path / "checker.log")
-
-
-class Serve:
-    """One warm judge (`-m checker.serve`) for many jobs, as the loop's local backend keeps one
-    for a run: what a module of judge tests shares instead of a judge per job."""
-
-    def __init__(self, mode: str = "interpret"):
-        import subprocess
-        self.p = subprocess.Popen([sys.executable, "-m", "checker.serve", "--mode", mode, "--spares", "1"],
-                                  cwd=str(ROOT), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.n = 0
-
-    def job(self, argv: list[str], timeout_s: float = 300) -> dict:
-        """The result of one job (check.py's flags), read by its id."""
-        import json
-        self.n += 1
-        jid = f"t{self.n}"
-        self.p.stdin.write(json.dumps({"op": "job", "id": jid, "argv": argv, "timeout_s": timeout_s}) + "\n")
-        self.p.stdin.flush()
-        for raw in self.p.stdout:
-            if raw.startswith("KERNLOOP_RESULT "):
-                res = json.loads(raw[len("KERNLOOP_RESULT "):])
-                if res.get("job_id") == jid and res.get("kind") != "began":
-                    return res
-        raise RuntimeError(f"the warm judge ended (exit {self.p.wait()}) without answering job {jid}")
-
-    def close(self) -> None:
-        try:
-            self.p.stdin.write('{"op": "exit"}\n')
-            self.p.stdin.close()
-        except OSError:
-            pass
-        self.p.wait(60)

@@ -62,12 +62,21 @@ REFUSED = [("kb5_matrix_scalar", "get_inputs() returns a float (3.14)"),
 
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory):
-    """The refused problems first, each as spec `kb1` in one folder; then the square matmul as
-    that same `kb1` without --force (nothing was left behind), the other problems beside it."""
+    """The refused problems first, each as spec `kb1`, at once (the first in the folder the good
+    ones use, each other in a folder of its own); then the square matmul as that same `kb1` in
+    that folder without --force (nothing was left behind), the other problems beside it."""
     d = tmp_path_factory.mktemp("kb")
-    refused = {name: cli("new", "kb1", "--from-kernelbench", KB / f"{name}.py", "--dir", d)
-               for name, _ in REFUSED}
-    left = sorted(p.name for p in d.iterdir())
+    where = {name: d if i == 0 else d / f"refused-{name}" for i, (name, _) in enumerate(REFUSED)}
+    for folder in where.values():
+        folder.mkdir(exist_ok=True)
+    with ThreadPoolExecutor(3) as pool:
+        refused = dict(zip(where, pool.map(lambda n: cli("new", "kb1", "--from-kernelbench", KB / f"{n}.py",
+                                                         "--dir", where[n]), where)))
+    left = sorted(str(p.relative_to(d)) for folder in where.values() for p in folder.iterdir()
+                  if p not in where.values())
+    for folder in where.values():
+        if folder != d:
+            folder.rmdir()
     with ThreadPoolExecutor(3) as pool:
         runs = dict(zip(GOOD, pool.map(lambda n: cli("new", "kb1" if n == GOOD[0] else n,
                                                      "--from-kernelbench", KB / f"{n}.py", "--dir", d), GOOD)))

@@ -132,18 +132,20 @@ def test_a_softmax_right_only_for_small_logits_fails_the_stress_draw(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    """Every CPU exploit judged, one job after another, by ONE warm judge (as a run's judge meets
-    hostile candidates in sequence): the same flags as check(), a judge start for all of them."""
+def verdicts(tmp_path_factory, warm_judge):
+    """Every CPU exploit judged, one job after another, by ONE warm judge, the session's (as a
+    run's judge meets hostile candidates in sequence): the same flags as check()."""
     spec = SPEC.to_checker()
     spec["check_shapes"] = [{"M": 37, "N": 45, "K": 29}, {"M": 130, "N": 70, "K": 100}]
-    serve = judges.Serve()
-    try:
-        return {name: serve.job([*judges.job_files(tmp_path_factory.mktemp(name), spec, make(BASE), BASE),
-                                 "--mode", "interpret", "--draws", "2", "--backend", "synthetic"], 120)
-                for name, (make, _, _) in sorted(CPU_CASES.items())}
-    finally:
-        serve.close()
+    warm, logs = warm_judge
+    out = {}
+    for name, (make, _, _) in sorted(CPU_CASES.items()):
+        argv = [*judges.job_files(tmp_path_factory.mktemp(name), spec, make(BASE), BASE),
+                "--mode", "interpret", "--draws", "2", "--backend", "synthetic"]
+        res, _, why = warm.job("cpu0", logs, argv, 120)
+        assert res is not None, (name, why)
+        out[name] = res
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(CPU_CASES))

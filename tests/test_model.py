@@ -199,8 +199,11 @@ def test_a_picked_card_becomes_a_spec_the_loader_accepts_and_a_card_that_cannot_
 # ---------------------------------------------------------------- the loop on each card (model --run)
 
 def test_the_budget_is_split_by_share_and_the_prediction_is_amdahls():
-    assert amdahl.split(10, [0.5, 0.3, 0.2]) == [5, 3, 2] and amdahl.split(3, [0.7, 0.2, 0.1]) == [2, 1, 0]
+    assert amdahl.split(10, [0.5, 0.3, 0.2]) == [5, 3, 2] and amdahl.split(3, [0.7, 0.2, 0.1]) == [1, 1, 1]
     assert sum(amdahl.split(7, [0.41, 0.33, 0.26])) == 7 and amdahl.split(4, []) == []
+    # every picked card is tried once the budget covers them, however lopsided the shares
+    assert amdahl.split(3, [0.9, 0.1]) == [2, 1] and amdahl.split(24, [0.97, 0.01, 0.02]) == [21, 1, 2]
+    assert amdahl.split(2, [0.2, 0.5, 0.3]) == [0, 1, 1] and amdahl.split(0, [0.5, 0.5]) == [0, 0]
     assert amdahl.predict([(0.5, 2.0)]) == pytest.approx(amdahl.gain(0.5, 2.0))
     assert amdahl.predict([(0.25, 2.0), (0.25, 2.0)]) == pytest.approx(amdahl.gain(0.5, 2.0))
 

@@ -37,12 +37,10 @@ def only_run(out: Path) -> Path:
     return runs[0]
 
 
-@pytest.fixture(scope="module")
-def synthetic_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs")
-    p = run_cli(["--spec", "specs/matmul.yaml", "--iterations", "8", "--out", str(out)])
-    assert p.returncode == 0, p.stderr
-    return p, only_run(out)
+@pytest.fixture
+def synthetic_run(finished_run):
+    """The session's finished default run (tests/conftest.py): `--spec specs/matmul.yaml --iterations 8`."""
+    return finished_run
 
 
 def test_run_writes_log_page_and_champion(synthetic_run):

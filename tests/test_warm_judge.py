@@ -32,12 +32,10 @@ CHECKED = {k: v for k, v in CASES.items() if v[2] in ("any", "timed")}
 INTERPRET = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 
-@pytest.fixture(scope="module")
-def warm(tmp_path_factory):
-    """One warm judge for the module, as a run keeps one (interpret mode, one spare)."""
-    judges = warmjudge.WarmJudges(["--mode", "interpret", "--spares", "1"], lambda slot: INTERPRET)
-    yield judges, tmp_path_factory.mktemp("judge")
-    judges.close()
+@pytest.fixture
+def warm(warm_judge):
+    """The session's warm judge (tests/conftest.py), as a run keeps one (interpret mode, one spare)."""
+    return warm_judge
 
 
 def job(warm, tmp_path, code, timed=False, timeout_s=120.0, champion=BASE):

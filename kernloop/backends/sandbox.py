@@ -11,9 +11,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from checker import read_capped   # each stream's first and last half megabyte
+
 # Names that look like credentials never reach candidate code.
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
-OUTPUT_CAP = 1_000_000  # bytes kept from each of stdout/stderr (a candidate may print gigabytes)
 FILE_LIMIT = 256 * 2**20  # largest file the child may write (its own captured output included)
 
 
@@ -34,18 +35,6 @@ class ChildResult:
     timed_out: bool
     wall_s: float
     limit_s: float | None = None   # the timeout it ran under: what a timeout message names
-
-
-def _read_capped(f) -> str:
-    f.seek(0, os.SEEK_END)
-    size = f.tell()
-    f.seek(0)
-    head = f.read(OUTPUT_CAP // 2)
-    if size > OUTPUT_CAP:
-        f.seek(size - OUTPUT_CAP // 2)
-        tail = f.read()
-        head = head + b"\n[... output truncated ...]\n" + tail
-    return head.decode("utf-8", "replace")
 
 
 def _limits():   # runs in the child between fork and exec
@@ -80,5 +69,5 @@ def run_child(cmd: list[str], timeout: float, cwd: str | None = None,
             except (ProcessLookupError, PermissionError):
                 pass
             p.wait()
-        return ChildResult(None if timed_out else p.returncode, _read_capped(out),
-                           _read_capped(err), timed_out, time.monotonic() - t0, timeout)
+        return ChildResult(None if timed_out else p.returncode, read_capped(out),
+                           read_capped(err), timed_out, time.monotonic() - t0, timeout)

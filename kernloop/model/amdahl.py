@@ -39,16 +39,22 @@ def pick(ranked: list[dict], top: int, min_share: float, ops: set[str] | None = 
 
 
 def split(total: int, shares: list[float]) -> list[int]:
-    """`total` iterations split in proportion to `shares` (largest remainders first; a card whose
-    part rounds to nothing gets 0), summing to `total`."""
-    weight = sum(shares)
-    if total < 0 or not shares or weight <= 0:
-        return [0] * len(shares)
-    exact = [total * s / weight for s in shares]
+    """`total` iterations split in proportion to `shares`, summing to `total`. Each card gets one
+    first when `total` covers them all (a picked card is tried, whatever a busy host did to the
+    shares); the rest goes by share, largest remainders first. With fewer iterations than cards,
+    the largest shares get one each and the others 0."""
+    n, weight = len(shares), sum(shares)
+    if total <= 0 or not shares or weight <= 0:
+        return [0] * n
+    if total < n:
+        top = sorted(range(n), key=lambda i: (-shares[i], i))[:total]
+        return [int(i in top) for i in range(n)]
+    rest = total - n
+    exact = [rest * s / weight for s in shares]
     out = [int(x) for x in exact]
-    for i in sorted(range(len(shares)), key=lambda i: (out[i] - exact[i], i))[:total - sum(out)]:
+    for i in sorted(range(n), key=lambda i: (out[i] - exact[i], i))[:rest - sum(out)]:
         out[i] += 1
-    return out
+    return [1 + x for x in out]
 
 
 def predict(parts: list[tuple[float, float]]) -> float:

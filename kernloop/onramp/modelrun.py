@@ -97,7 +97,7 @@ def run_cards(doc: dict, folder: Path, iterations: int, backend: str, proposer: 
             say(f"card {card['id']}: its run has ended ({card['run']}): not run again")
             continue
         if card["iterations"] == 0:
-            card["run"], card["run_why"] = None, f"its share of the {iterations} iterations rounds to none"
+            card["run"], card["run_why"] = None, f"the {iterations} iterations went to cards of larger shares"
             continue
         say(f"card {card['id']} ({card['op']}, {card['share']:.1%} of the forward): {card['iterations']} "
             f"iteration(s)" + (" (resumed)" if card.get("run") else ""))
