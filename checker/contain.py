@@ -3,7 +3,8 @@ imported (no new privileges, no network, no capabilities, death with the judge),
 that lets only Triton's compiler be spawned, and what the worker watches from the OS (threads
 and live children from /proc, aten ops, replaced functions).
 
-Leaf module (stdlib; torch passed in). Linux-specific parts degrade to a recorded reason.
+Stdlib and checker/tree.py (the /proc walk); torch passed in. Linux-specific parts degrade to a
+recorded reason.
 """
 from __future__ import annotations
 
