@@ -6,6 +6,7 @@ with no traceback; `ArgParser` reports a bad argument the same way.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 
@@ -38,8 +39,19 @@ def wrap_warnings() -> None:
     warnings.showwarning = show
 
 
+def invoked() -> str:
+    """The name the user started KernLoop by: `kernloop` (the installed command) or `orchestrator.py`."""
+    return "kernloop" if os.path.basename(sys.argv[0]) == "kernloop" else "orchestrator.py"
+
+
 class ArgParser(argparse.ArgumentParser):
-    """argparse whose mistakes are one `error:` line and exit 2, like every KernLoopError."""
+    """argparse whose mistakes are one `error:` line and exit 2, like every KernLoopError; its usage
+    and its errors name the command as the user typed it (`prog`'s first word becomes `invoked()`)."""
+
+    def __init__(self, *args, prog: str | None = None, **kwargs):
+        if prog:
+            prog = " ".join([invoked(), *prog.split(" ")[1:]])
+        super().__init__(*args, prog=prog, **kwargs)
 
     def error(self, message):
         report("error", f"{message} (see {self.prog} --help)")

@@ -1,8 +1,11 @@
 """The one CLI: subcommands run (default), new, check, page, model, mcp, doctor; every user error is one `error:` line and exit 2."""
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from kernloop import errors
 from kernloop import page
@@ -70,3 +73,22 @@ def test_a_library_warning_is_a_warning_line_within_the_width():
     lines = p.stderr.splitlines()
     assert lines[0].startswith("warning: UserWarning: xxxxxxxxxx word") and len(lines) >= 3
     assert all(len(ln) <= 120 for ln in lines) and unwrap(p.stderr) == [" ".join(ln.strip() for ln in lines)]
+
+
+def test_the_installed_command_names_itself_in_its_usage_and_errors():
+    """`kernloop` (the console script `pip install .` writes beside this Python, as `.ci/run`
+    installs it) says `usage: kernloop ...` and `see kernloop new --help`; `orchestrator.py`
+    says its own name."""
+    script = Path(sys.executable).parent / "kernloop"
+    if not script.is_file():
+        pytest.skip("the project is not installed in this Python (CI installs it: .ci/run)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNLOOP_LLM", "TAVILY", "NVIDIA_API"))}
+    top = subprocess.run([str(script), "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert top.returncode == 0 and top.stdout.startswith("usage: kernloop [run]"), top.stdout[:200]
+    assert all(f"\n  {c} " in top.stdout for c in ("run", "new", "check", "page", "mcp", "model", "apply", "doctor"))
+    bad = subprocess.run([str(script), "new", "1bad", "--no-such-flag"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and "see kernloop new --help" in " ".join(unwrap(bad.stderr)), bad.stderr
+    own = _cli("new", "1bad", "--no-such-flag")
+    assert own.returncode == 2 and "see orchestrator.py new --help" in " ".join(unwrap(own.stderr)), own.stderr
+
