@@ -218,3 +218,20 @@ def test_a_torch_spec_outside_the_families_ends_in_one_error_line_and_no_run_com
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert r.returncode == 2 and len(errors) == 1 and "no template for this reference" in errors[0]
     assert "Traceback" not in r.stderr and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("nbytes", [2, 4])
+@pytest.mark.parametrize("mnk", [(4096, 4096, 4096), (8, 4096, 4096), (4096, 32, 100)])
+def test_the_matmul_space_holds_no_config_over_a_blocks_shared_memory(mnk, nbytes):
+    from kernloop.families.template import SMEM_BYTES, SPACES, matmul_smem
+    space, allowed, config = SPACES["matmul"](dict(zip("MNK", mnk), BYTES=nbytes))
+    assert allowed(config) and matmul_smem(config, nbytes) <= SMEM_BYTES   # the start fits, fp32 too
+    every = [dict(zip(space, v)) for v in itertools.product(*space.values())]
+    assert not any(allowed(c) and matmul_smem(c, nbytes) > SMEM_BYTES for c in every)
+    # session 28 (H100, bf16): the two candidates that raised are out, the ones that ran stay in
+    big = dict(BLOCK_M=128, BLOCK_N=256, GROUP_M=8, num_warps=8, PERSISTENT=1)
+    if nbytes == 2 and mnk[1] >= 256:
+        assert not allowed({**big, "BLOCK_K": 128, "num_stages": 3})
+        assert not allowed({**big, "BLOCK_M": 64, "BLOCK_K": 64, "num_stages": 5})
+        assert allowed({**big, "BLOCK_M": 64, "BLOCK_K": 64, "num_stages": 4})
+        assert allowed({**big, "BLOCK_K": 64, "num_stages": 3})

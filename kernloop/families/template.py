@@ -16,6 +16,8 @@ from kernloop.families.classify import FAMILIES, Match, classify
 
 CONFIRM_REL_L2 = 1e-4   # the template's float32 mirror against the reference on the capture inputs
 MAX_PER_THREAD = 64     # float32 values a row kernel keeps per thread (more spills registers)
+SMEM_BYTES = 232448     # shared memory one block may have on Hopper (H100, H200: 227 KiB)
+ELEM_BYTES = {"float32": 4, "float64": 8}   # bytes an operand element takes in shared memory (else 2)
 
 
 class NoTemplate(KernLoopError):
@@ -126,7 +128,8 @@ def sizes(match: Match, spec) -> dict:
     if fam == "unary":
         return _call(match.call, lambda x: {"n": x.numel()}, env)
     if fam == "matmul":
-        return _call(match.call, lambda a, b, bias: {"M": a.shape[0], "K": a.shape[1], "N": b.shape[1]}, env)
+        return _call(match.call, lambda a, b, bias: {"M": a.shape[0], "K": a.shape[1], "N": b.shape[1],
+                                                     "BYTES": ELEM_BYTES.get(spec.dtype, 2)}, env)
     if fam == "reduce":
         def dims(x):
             d = match.constants["DIM"] % x.dim()
@@ -167,6 +170,14 @@ def _unary_space(d: dict):
         dict(BLOCK_SIZE=4096, num_warps=8)
 
 
+def matmul_smem(cfg: dict, nbytes: int) -> int:
+    """Shared memory the matmul template's block takes: num_stages buffers of an A and a B tile, and
+    with PERSISTENT the C tile its TMA store goes through (session 28's two candidates that raised,
+    BLOCK_K 128 at 3 stages and 5 stages of 64x256, are the ones over 227 KiB)."""
+    stages = cfg["num_stages"] * (cfg["BLOCK_M"] + cfg["BLOCK_N"]) * cfg["BLOCK_K"] * nbytes
+    return stages + (cfg["BLOCK_M"] * cfg["BLOCK_N"] * nbytes if cfg.get("PERSISTENT") else 0)
+
+
 def _matmul_space(d: dict):
     cap = {k: max(16, _p2(d[k])) for k in ("M", "N", "K")}
     space = {"BLOCK_M": [v for v in (32, 64, 128, 256) if v <= max(32, cap["M"])],
@@ -175,13 +186,17 @@ def _matmul_space(d: dict):
              "GROUP_M": [1, 4, 8, 16], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5],
              "PERSISTENT": [0, 1]}   # 1: one program per SM, TMA descriptors (Hopper, aligned rows)
 
-    def allowed(cfg):   # the accumulator: float32 values a thread holds
-        return cfg["BLOCK_M"] * cfg["BLOCK_N"] / (32 * cfg["num_warps"]) <= 128
+    def allowed(cfg):   # the accumulator's float32 values a thread holds; the shared memory a block needs
+        return cfg["BLOCK_M"] * cfg["BLOCK_N"] / (32 * cfg["num_warps"]) <= 128 and \
+            matmul_smem(cfg, d.get("BYTES", 2)) <= SMEM_BYTES
     # 128x256 tiles, persistent with TMA: the H100's best for large matrices (0.98x cuBLAS at 4096^3,
     # benchmarks/results/session24/matmul_variants.json); the pointer kernel where TMA cannot go
     big = min(cap["M"], cap["N"]) >= 256
     config = dict(BLOCK_M=min(128, space["BLOCK_M"][-1]), BLOCK_N=min(256 if big else 128, space["BLOCK_N"][-1]),
                   BLOCK_K=min(64, space["BLOCK_K"][-1]), GROUP_M=8, num_warps=8, num_stages=3, PERSISTENT=int(big))
+    for key, low in (("BLOCK_K", 32), ("BLOCK_N", 128), ("num_stages", 2)):   # fp32 operands: a smaller start
+        while not allowed(config) and config[key] > low:
+            config[key] = config[key] - 1 if key == "num_stages" else config[key] // 2
     return space, allowed, config
 
 
