@@ -1,4 +1,4 @@
-"""The generated sections on sessions 25 and 26's H100 results (benchmarks/tables.py renders them): the tuner
+"""The generated sections on sessions 25 and 28's H100 results (benchmarks/tables.py renders them): the tuner
 against the best peer, the KernelBench-format problems, tree against chain, and a model end to end."""
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from benchmarks.table_kit import clip, load, md_table, ms, section
 
 S25 = "benchmarks/results/session25/"
 TVC = {"softmax": S25 + "tvc_softmax.json", "matmul": S25 + "tvc_matmul.json"}
-NORMS = S25 + "peers_norms.json"
 KB = [S25 + "kb_families.json", S25 + "kb_bf16_mm.json"]
 SCRIPTED = S25 + "tree_vs_chain_scripted.json"
-S26 = "benchmarks/results/session26/"
-MODELS = [(S26 + "model_block_cards.json", S26 + "model_block_apply.json", "A model end to end (issue 44)"),
+S28 = "benchmarks/results/session28/"
+PEERS = S28 + "peers4.json"
+MODELS = [(S28 + "model_block_cards.json", S28 + "model_block_apply.json", "A model end to end (issue 44)"),
           (S25 + "model_block_cards.json", S25 + "model_block_apply.json",
            "A model end to end, operator cards only (issue 44, session 25)")]
 TARGET = {"softmax": 1.00, "rmsnorm": 1.00, "layernorm": 1.00, "matmul": 0.98}   # issue 43: champion / best peer
@@ -20,10 +20,17 @@ def x(r: float | None) -> str:
     return "—" if r is None else f"{r:.2f}×"
 
 
-def _peer_runs() -> list[tuple[str, dict]]:
-    """(spec, result) per spec: the seed-0 tree runs of tree_vs_chain, then the norms' peers_h200 runs."""
-    runs = [(name, load(f)["runs"][name]["tree"]["0"]) for name, f in TVC.items()]
-    return runs + list(load(NORMS)["specs"].items())
+S25_PEERS = [S25 + "tvc_softmax.json", S25 + "tvc_matmul.json", S25 + "peers_norms.json"]
+S26 = "benchmarks/results/session26/"
+
+
+def _peer_runs(sources: list[str]) -> list[tuple[str, dict]]:
+    """(spec, result) per spec: a tree_vs_chain file's seed-0 tree run, or each spec of a peers_h200 file."""
+    runs = []
+    for f in sources:
+        d = load(f)
+        runs += [(n, d["runs"][n]["tree"]["0"]) for n in d["runs"]] if "runs" in d else list(d["specs"].items())
+    return runs
 
 
 def _not_timed(r: dict) -> str:
@@ -33,9 +40,10 @@ def _not_timed(r: dict) -> str:
                      for k, v in sorted(sk.items())) or "—"
 
 
-def peers_h100_section() -> str:
+def peers_h100_section(sources: list[str] | None = None, title: str = "", intro: str = "") -> str:
+    sources = sources or [PEERS]
     rows, meet = [], []
-    for name, r in _peer_runs():
+    for name, r in _peer_runs(sources):
         bp, ratio = r.get("best_peer"), r.get("champion_vs_best_peer")
         if ratio is not None and ratio >= TARGET[name]:
             meet.append(name)
@@ -45,10 +53,10 @@ def peers_h100_section() -> str:
     after = (f"The issue's targets: {x(TARGET['softmax'])} on the norms and softmax, {x(TARGET['matmul'])} on "
              f"matmul (champion / best peer, at or above). Rows that meet them: "
              f"{', '.join(meet) if meet else 'none'} ({len(meet)} of {len(rows)}).")
-    return section("The tuner against the best peer, on the H100 (issue 43)", [*TVC.values(), NORMS],
-                   "One NVIDIA H100 (each JSON's `record.device`), medians. Softmax and matmul: the seed-0 `tree` "
-                   "run of `benchmarks/tree_vs_chain.py` (30 candidates or 0.8 minutes); rmsnorm and layernorm: "
-                   "`benchmarks/peers_h200.py` (30 candidates or 1 minute). Peers timed in the loop's final job "
+    return section(title or "The tuner against the best peer, on the H100 (issue 43)", sources,
+                   (intro or "One NVIDIA H100 (the JSON's `record.device`), medians: `benchmarks/peers_h200.py`, "
+                    "the tuner from each spec's naive baseline, 30 candidates or 0.8 minutes, every peer "
+                    "installed. ") + "Peers timed in the loop's final job "
                    "beside the champion; \"champion / best peer\" is the JSON's `champion_vs_best_peer` (below 1 "
                    "the peer is faster), over the peers timed; every peer not timed is named with its kind.",
                    md_table(["spec", "naive baseline", "champion", "best peer", "champion / best peer",
@@ -162,3 +170,14 @@ def model_section(cards: str, applied_json: str, title: str) -> str:
 
 def family_sections() -> list[str]:
     return [peers_h100_section(), kb_section(), tvc_section(), *(model_section(*m) for m in MODELS)]
+
+
+def family_history() -> list[str]:
+    """Session 25's tuner against the peers (QuACK did not import) and session 26's block (the older guard)."""
+    return [peers_h100_section(S25_PEERS, "The tuner against the best peer, session 25 (H100, QuACK not timed)",
+                               "One NVIDIA H100. Softmax and matmul: the seed-0 `tree` run of "
+                               "`benchmarks/tree_vs_chain.py` (30 candidates or 0.8 minutes); rmsnorm and layernorm: "
+                               "`benchmarks/peers_h200.py` (30 candidates or 1 minute). QuACK's import failed (a "
+                               "wheel was missing: docs/peers.md). "),
+            model_section(S26 + "model_block_cards.json", S26 + "model_block_apply.json",
+                          "A model end to end, session 26 (the guard before 1adde8e, 10 rounds)")]

@@ -12,13 +12,15 @@ ADDED = {"benchmarks/results/": "97d5b5e", "benchmarks/results/session2/": "d651
          "benchmarks/results/session4/call1": "f405b88", "benchmarks/results/session4/call2": "f405b88",
          "benchmarks/results/session4/call3": "f405b88", "benchmarks/results/session4/call4": "f405b88",
          "benchmarks/results/session4/call5": "366d557",
-         "benchmarks/results/session25/": "e064cc5", "benchmarks/results/session26/": "dd949bf"}
+         "benchmarks/results/session25/": "e064cc5", "benchmarks/results/session26/": "dd949bf",
+         "benchmarks/results/session28/": "8e5e621"}
 CODE = {"benchmarks/results/session4/call1": "0f035ca (before the arena fix)",
         "benchmarks/results/session4/call2": "0f035ca (before the arena fix)",
         "benchmarks/results/session4/call3": "the arena fix (f405b88)", "benchmarks/results/session4/call4": "the arena fix (f405b88)",
         "benchmarks/results/session4/call5": "ef026ff (every timed rep checked)",
         "benchmarks/results/session25/model_block": "e36df85 (the session's README)",
-        "benchmarks/results/session26/model_block": "691e2a3 (the session's README)"}
+        "benchmarks/results/session26/model_block": "691e2a3 (the session's README)",
+        "benchmarks/results/session28/model_block": "28582e8 (the session's README)"}
 def load(rel: str) -> dict:
     return json.loads((ROOT / rel).read_text())
 

@@ -23,7 +23,7 @@ from benchmarks.judge_tables import (AA_HEADER, LLM_HEADER, SPEED_HEADER, SPEED_
                                 even_section, fidelity_section, llm_rows, llm_section, older_aa_jobs,
                                 once_section, power_section, prewarm_section, speed_rows,
                                 speed_section)
-from benchmarks.family_tables import family_sections  # noqa: E402
+from benchmarks.family_tables import family_history, family_sections  # noqa: E402
 from benchmarks.first_tables import first_section  # noqa: E402
 from benchmarks.table_kit import clip, load, md_table, ms, pct, section  # noqa: E402
 
@@ -92,7 +92,7 @@ def peers_section(current: bool) -> str:
 # ---------------------------------------------------------------- history
 
 def history_sections() -> list[str]:
-    out = []
+    out = family_history()
     if peers_files():
         out.append(peers_section(current=False))
     older = older_aa_jobs()

@@ -43,7 +43,7 @@ def test_false_promotions_and_what_each_figure_exercised_are_reported():
         assert want in text, want
 
 
-def test_session25_sections_and_the_readme_lines_quote_them():
+def test_the_h100_sections_and_the_readme_line_quote_them():
     import re
     text = tables.render_results()
     for title in ("The tuner against the best peer, on the H100 (issue 43)",
@@ -52,8 +52,8 @@ def test_session25_sections_and_the_readme_lines_quote_them():
                   "A model end to end, operator cards only (issue 44, session 25)"):
         assert f"\n## {title}\n" in text, title
     readme = (ROOT / "README.md").read_text()
-    (line,) = [row for row in readme.splitlines() if "H100, session 25" in row]
-    quoted = line[line.index("H100, session 25"):]
-    assert len(re.findall(r"\d+\.\d+×", quoted)) == 6 + 5   # session 25's six, then session 26's five
+    (line,) = [row for row in readme.splitlines() if "H100, session 28" in row]
+    quoted = line[line.index("H100, session 28"):]
+    assert len(re.findall(r"\d+\.\d+×", quoted)) == 4 + 5 + 2   # session 28's peers and model, session 25's tree
     for num in re.findall(r"\d+\.\d+×|\d+\.\d{4} ms|\d+ of \d+", quoted):
         assert num in text, (num, line)
