@@ -136,7 +136,11 @@ def main(argv=None) -> int:
            "variants": {k: [f, str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name)]
                         for k, (f, p) in variants.items()}, "specs": {}}
     for name in a.specs.split(","):
-        res["specs"][name] = one_spec(torch, name, variants, a.reps, a.warmup)
+        try:
+            res["specs"][name] = one_spec(torch, name, variants, a.reps, a.warmup)
+        except Exception as e:   # noqa: BLE001 - one spec failing must not lose the others
+            res.setdefault("errors", {})[name] = f"{type(e).__name__}: {str(e)[:500]}"
+            print(f"{name}: {res['errors'][name]}", flush=True)
         record.write(a.out, res, [sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
     print(table(res))
     return 0
