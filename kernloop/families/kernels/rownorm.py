@@ -28,23 +28,17 @@ def _norm_fused(x_ptr, w_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym, eps,
     rows = tl.minimum(rows, M - 1).to(tl.int64)   # rows past the end re-read the last row, never stored
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
-    # w and b are loaded before the reduction, so their latency hides under x's; loaded after it,
-    # every program waits on them once its reduction is done.
-    if WEIGHT:
-        w = tl.load(w_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last")
-    if BIAS:
-        b = tl.load(b_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last")
     x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :], mask=col_ok[None, :],
-                other=0.0, eviction_policy="evict_first").to(tl.float32)   # read once: leave L2 to w
+                other=0.0).to(tl.float32)
     if LAYER_NORM:
         x = x - (tl.sum(x, axis=1) / N)[:, None]
         x = tl.where(col_ok[None, :], x, 0.0)   # padding must not enter the variance
     rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
     y = x * rstd[:, None]
     if WEIGHT:
-        y = y * w.to(tl.float32)[None, :]
+        y = y * tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     if BIAS:
-        y = y + b.to(tl.float32)[None, :]
+        y = y + tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + rows[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty),
              mask=row_ok[:, None] & col_ok[None, :])
 
