@@ -2,14 +2,17 @@
 against the best peer, the KernelBench-format problems, tree against chain, and a model end to end."""
 from __future__ import annotations
 
-from benchmarks.table_kit import clip, load, md_table, ms, section
+from benchmarks.table_kit import ROOT, clip, load, md_table, ms, section
+from benchmarks.tree_vs_chain import summary as tvc_summary
 
 S25 = "benchmarks/results/session25/"
-TVC = {"softmax": S25 + "tvc_softmax.json", "matmul": S25 + "tvc_matmul.json"}
+TVC25 = {"softmax": [S25 + "tvc_softmax.json"], "matmul": [S25 + "tvc_matmul.json"]}
 KB = [S25 + "kb_families.json", S25 + "kb_bf16_mm.json"]
 SCRIPTED = S25 + "tree_vs_chain_scripted.json"
 S28 = "benchmarks/results/session28/"
 PEERS = S28 + "peers4.json"
+TVC = {"softmax": [S28 + "tvc_softmax_s0.json", S28 + "tvc_softmax_s12.json"],
+       "matmul": [S28 + f for f in ("tvc_matmul_s01.json", "tvc_matmul_s2.json") if (ROOT / S28 / f).exists()]}
 MODELS = [(S28 + "model_block_cards.json", S28 + "model_block_apply.json", "A model end to end (issue 44)"),
           (S25 + "model_block_cards.json", S25 + "model_block_apply.json",
            "A model end to end, operator cards only (issue 44, session 25)")]
@@ -103,35 +106,47 @@ def kb_section() -> str:
                              "fastest correct (median)", "its ratio to eager", "stop"], rows), after)
 
 
-def tvc_rows() -> list[list[str]]:
+def merged_runs(files: list[str]) -> dict:
+    """One spec's runs per search and seed over several tree_vs_chain files (a later file's seed wins)."""
+    runs: dict = {}
+    for f in files:
+        for by in load(f)["runs"].values():
+            for search, seeds in by.items():
+                runs.setdefault(search, {}).update(seeds)
+    return runs
+
+
+def tvc_rows(tvc: dict, seeds: list[str]) -> list[list[str]]:
     rows = []
-    for name, f in TVC.items():
-        d = load(f)
-        s = d["summary"][name]
+    for name, files in tvc.items():
+        runs = merged_runs(files)
+        s = tvc_summary({name: runs})[name]   # the script's own rule, over the merged seeds
         for search in ("tree", "chain"):
-            seeds = d["runs"][name][search]
-            cells = [f"{ms(r['champion_median_ms'])} ({r['iterations']})" for _, r in sorted(seeds.items())]
+            cells = [f"{ms(runs[search][k]['champion_median_ms'])} ({runs[search][k]['iterations']})"
+                     if k in runs[search] else "not run" for k in seeds]
             rows.append([name, search, *cells, ms(s["median_best_ms"][search]),
                          f"**{x(s['tree_over_chain'])}** ({'within 2% or better' if s['tree_within_2pct_or_better'] else 'more than 2% slower'})"
                          if search == "tree" else ""])
     return rows
 
 
-def tvc_section() -> str:
+def tvc_section(tvc: dict | None = None, title: str = "Tree against chain (issue 45)", intro: str = "") -> str:
+    tvc = tvc or TVC
     sc = load(SCRIPTED)
     n = len(sc["found"]["tree"])
-    seeds = sorted({k for f in TVC.values() for sr in load(f)["runs"].values() for runs in sr.values() for k in runs})
+    files = [f for fs in tvc.values() for f in fs]
+    seeds = sorted({k for name, fs in tvc.items() for runs in merged_runs(fs).values() for k in runs})
     after = (f"The scripted world (`benchmarks/tree_vs_chain.py --scripted`, CPU, the selection rule alone): "
              f"{n} seeds of {sc['budget']} proposals each; the two-step kernel found by the tree in "
              f"**{sc['found_in']['tree']} of {n}**, by the chain in **{sc['found_in']['chain']} of {n}**.")
-    return section("Tree against chain (issue 45)", [*TVC.values(), SCRIPTED],
-                   "The tuner from the spec's naive baseline on one H100, each seed a run of 30 candidates "
-                   "capped at 0.8 minutes: the cap ended most runs first, so the budgets are not exactly equal "
-                   "(each cell: the champion's median, and in brackets the candidates judged). \"tree / chain\" "
-                   "is the JSON's `summary`: the median over seeds of the tree's champions over the chain's "
+    return section(title, [*files, SCRIPTED],
+                   intro or "The tuner from the spec's naive baseline on one H100, each seed a run of 30 candidates "
+                   "(each cell: the champion's median, and in brackets the candidates judged: a run that reached "
+                   "the speed of light stopped there). \"tree / chain\" is `benchmarks/tree_vs_chain.py`'s "
+                   "summary over the seeds of all the files: the median of the tree's champions over the chain's "
                    "(above 1 the tree's is slower; the issue's bar: within 2%).",
                    md_table(["spec", "search", *[f"seed {k}" for k in seeds], "median over seeds", "tree / chain"],
-                            tvc_rows()), after)
+                            tvc_rows(tvc, seeds)), after)
 
 
 def _measured(a: dict) -> str:
@@ -179,5 +194,10 @@ def family_history() -> list[str]:
                                "`benchmarks/tree_vs_chain.py` (30 candidates or 0.8 minutes); rmsnorm and layernorm: "
                                "`benchmarks/peers_h200.py` (30 candidates or 1 minute). QuACK's import failed (a "
                                "wheel was missing: docs/peers.md). "),
+            tvc_section(TVC25, "Tree against chain, session 25 (runs capped at 0.8 minutes)",
+                        "The tuner from the spec's naive baseline on one H100, each seed a run of 30 candidates "
+                        "capped at 0.8 minutes: the cap ended most runs first, so the budgets are not exactly "
+                        "equal (each cell: the champion's median, and in brackets the candidates judged). "
+                        "\"tree / chain\": the median over seeds of the tree's champions over the chain's."),
             model_section(S26 + "model_block_cards.json", S26 + "model_block_apply.json",
                           "A model end to end, session 26 (the guard before 1adde8e, 10 rounds)")]

@@ -54,6 +54,6 @@ def test_the_h100_sections_and_the_readme_line_quote_them():
     readme = (ROOT / "README.md").read_text()
     (line,) = [row for row in readme.splitlines() if "H100, session 28" in row]
     quoted = line[line.index("H100, session 28"):]
-    assert len(re.findall(r"\d+\.\d+×", quoted)) == 4 + 5 + 2   # session 28's peers and model, session 25's tree
+    assert len(re.findall(r"\d+\.\d+×", quoted)) == 4 + 2 + 5   # session 28's peers, tree / chain and model
     for num in re.findall(r"\d+\.\d+×|\d+\.\d{4} ms|\d+ of \d+", quoted):
         assert num in text, (num, line)
