@@ -83,16 +83,27 @@ def test_the_example_block_is_captured_into_cards_that_add_up_to_its_forward(tmp
     assert all(c["spec"] or c["spec_why"] for c in picked) and all("spec" not in c for c in cards if c not in picked)
 
 
-def test_a_model_the_project_never_saw_goes_through_capture(tmp_path):
+def test_a_model_the_project_never_saw_goes_through_capture_cards_runs_and_apply(tmp_path):
     (tmp_path / "mine.py").write_text(
         "import torch\n\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.conv = torch.nn.Conv1d(8, 16, 3)\n\n    def forward(self, x):\n"
         "        return torch.softmax(torch.tanh(self.conv(x)), -1)\n\n\n"
         "def build():\n    return Net().eval(), [torch.randn(4, 8, 50)]\n")
-    doc = cards_of(model_cli("--from", tmp_path / "mine.py:build", "--out", tmp_path / "runs"), tmp_path / "runs")
+    p = model_cli("--from", tmp_path / "mine.py:build", "--out", tmp_path / "runs", "--run", "--backend", "synthetic",
+                  "--ops", "aten::softmax", "--iterations", "2")
+    doc = cards_of(p, tmp_path / "runs")
     ops = {c["op"]: c for c in doc["cards"]}
     assert {"aten::conv1d", "aten::tanh", "aten::softmax"} <= set(ops)
     assert ops["aten::softmax"]["family"] == "softmax" and ops["aten::softmax"]["inputs"][0] == [4, 16, 48]
+    sm = ops["aten::softmax"]
+    assert doc["picked"] == [sm["id"]] and sm["outcome"]["ended"] and sm["outcome"]["synthetic"]
+    (folder,) = (tmp_path / "runs").iterdir()
+    a = subprocess.run([sys.executable, str(ROOT / "orchestrator.py"), "apply", str(folder)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)
+    out = " ".join(a.stdout.split())
+    assert a.returncode == 0, a.stderr[-2000:]
+    assert f"{sm['id']}: eager (its run is synthetic" in out   # modeled times are never applied
+    assert "verdict: 0 card(s) applied, 1 eager; outputs match eager" in out
 
 
 BAD_BUILDS = [
