@@ -1,4 +1,5 @@
 """The built-in tuner: stays in the space, never repeats, deterministic for a seed."""
+import itertools
 from pathlib import Path
 
 from kernloop.contract import check, read_config
@@ -363,3 +364,27 @@ def test_a_triton_baseline_in_a_family_gets_the_template_as_a_second_lineage():
     # a spec whose reference no template takes keeps one lineage
     gemv = load_spec(Path(__file__).resolve().parent.parent / "specs" / "gemv.yaml")
     assert make_proposer("tuner", gemv, 0)[0].also is None
+
+
+def test_a_spent_template_lineage_goes_on_in_the_baselines_space_and_the_run_stops_when_both_are_spent():
+    from kernloop.loop.factories import make_proposer
+    spec = load_spec(Path(__file__).resolve().parent.parent / "specs" / "softmax.yaml")
+    tuner, _ = make_proposer("tuner", spec, 0)
+    base = (spec.path.parent / spec.baseline).read_text()
+    ctx = lambda code, cfg=None: ProposalContext(spec=spec, iteration=1, champion_code=code,   # noqa: E731
+                                                 champion_id="x", champion_profile={}, parent_code=code,
+                                                 parent_config=cfg)
+    first = tuner.propose(ctx(base))   # the template, then only ever its lineage as the parent
+    assert first.note.startswith("template softmax")
+    theirs, ours = [], []
+    for _ in range(500):
+        p = tuner.propose(ctx(first.code, first.meta["config"]))
+        if p.code is None:
+            break
+        (theirs if set(p.meta["config"]) == set(first.meta["config"]) else ours).append(p)
+    inside = [c for c in (dict(zip(tuner.also.space, v)) for v in itertools.product(*tuner.also.space.values()))
+              if tuner.also.allowed(c)]
+    assert len(theirs) == len(inside) - 1   # every config of the template's space once, the start aside
+    assert ours and all(p.note.startswith("the template's space is spent; from the baseline: ") for p in ours)
+    assert all(set(p.meta["config"]) == set(spec.search_space) and "def softmax" in p.code for p in ours)
+    assert tuner.exhausted_all and "search space exhausted" in p.error   # then the run's stop rule ends it

@@ -76,6 +76,6 @@ def make_proposer(kind: str, spec, seed: int):
         also = None
     if also is None:
         return Tuner(spec.search_space, seed=seed), "built-in tuner" + why
-    return (Tuner(spec.search_space, seed=seed, also=also),
+    return (Tuner(spec.search_space, seed=seed, also=also, root=spec.baseline.read_text()),
             f"built-in tuner{why}; tunes the baseline and, as a second lineage, the {also.match.family} "
             f"template ({also.match.label})")

@@ -142,13 +142,14 @@ class Tuner:
 
     def __init__(self, space: dict, seed: int = 0, initial: int = INITIAL_SAMPLES,
                  elem_bytes: int = 2, device: str | None = None, estimate: bool = True,
-                 start=None, also=None):
+                 start=None, also=None, root: str | None = None):
         # start: a family template (kernloop.families.template.Start) for a `baseline: torch`
         # spec. Until one of its configs wins, the champion is torch (no CONFIG): the tuner
         # tunes the template instead, its first candidate being the template as filled in.
         # also: the family template of a spec with a Triton baseline, a second lineage: its
         # first proposal is the template, and a parent of its lineage is tuned in its space.
-        self.start = start
+        # root: that baseline's source, where the search goes on once the template's space is spent.
+        self.start, self.root = start, root
         self.also = None if also is None else Tuner(also.space, seed=seed, initial=initial, elem_bytes=elem_bytes,
                                                     device=device, estimate=estimate, start=also)
         self.also_begun = False
@@ -321,7 +322,12 @@ class Tuner:
         if self.also is not None:   # two lineages: the baseline's and the family template's
             cfg = ctx.base_config or read_config(ctx.base_code)
             if self._theirs(cfg):
-                return self.also.propose(ctx)
+                got = self.also.propose(ctx)
+                if got.code is not None or not self.also.exhausted or self.exhausted or self.root is None:
+                    return got
+                # The template's space is spent: go on in the baseline's (the run stops once both are).
+                got = self._propose(dataclasses.replace(ctx, parent_code=self.root, parent_config=None))
+                return dataclasses.replace(got, note=f"the template's space is spent; from the baseline: {got.note}")
             start = self.also.start
             if not self.also_begun:   # the template itself, once, as a child of this parent
                 self.also_begun = True
