@@ -260,7 +260,8 @@ class TimedSets:
         fi = getattr(champ, "flush_info", None) or {}
         result["even"] = sorted(args.even)   # what was made alike between the sides
         result["flush"] = {"method": args.flush, "bytes": fi.get("bytes"), "l2_bytes": self.l2_bytes,
-                           "input_sets": self.nsets, "settle_cycles": fi.get("settle_cycles")}
+                           "input_sets": self.nsets, "settle_cycles": fi.get("settle_cycles"),
+                           "spin_ms": fi.get("spin_ms")}
         ceil = timing.ceilings_for(result["device"]) if self.cuda else None
         cost = self.spec["cost_timed"]   # of the GPU's timed shape: no roofline on the host clock
         result["ceilings"] = ceil
@@ -341,6 +342,8 @@ class TimedSets:
         reason, nums = clock.verdict(ms["candidate"], wall["candidate"], ms["champion"], wall["champion"],
                                      tol_abs=clock.GPU_TOL_ABS_MS if self.cuda else clock.HOST_TOL_ABS_MS)
         nums.update({f"{role}_host": statistics.median(v) if v else None for role, v in host.items()})
+        spin = (getattr(pair[1], "flush_info", None) or {}).get("spin_ms")   # the champion worker's word
+        nums.update({f"{role}_host_over_spin": timing.host_over_spin(v, spin) for role, v in host.items()})
         result["wall_probe_ms"] = nums
         if reason:
             raise Reject("timing", reason, False)

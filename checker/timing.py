@@ -149,12 +149,37 @@ class Flusher:
         if self.settle_cycles:
             self.torch.cuda._sleep(self.settle_cycles)
 
+    def spin_ms(self, n: int = 3) -> float | None:
+        """How long the settle spin keeps the GPU busy (the median of n spins between CUDA
+        events): a timed call whose host time from start event to end event outlasts it left the
+        GPU idle inside its timing (host_over_spin). None without a spin."""
+        if not self.settle_cycles:
+            return None
+        times = []
+        for _ in range(n):
+            a, b = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+            a.record()
+            self.spin()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        return statistics.median(times)
+
     def without_spin(self) -> "Flusher":
         """This flusher (the same buffer) with no spin after its flush: a burst that spun once
         before its first call (--burst-spin once)."""
         other = copy.copy(self)
         other.settle_cycles = 0
         return other
+
+
+def host_over_spin(host_ms, spin_ms: float | None) -> int | None:
+    """How many timed calls took the host longer from start event to end event than the settle
+    spin lasts: in those the GPU waited for the launch inside the timed region, and the launch
+    gap was timed as the kernel's. None when there is no spin to compare with. Pure."""
+    if spin_ms is None:
+        return None
+    return sum(1 for h in host_ms if h > spin_ms)
 
 
 @contextlib.contextmanager

@@ -369,7 +369,8 @@ def main(argv=None) -> int:
                               "startup_s": round(time.monotonic() - T0, 3),
                               "containment": containment, "compile_once": compile_once,
                               "flush": None if w.flush is None else
-                              {"bytes": w.flush.nbytes, "settle_cycles": w.flush.settle_cycles}})
+                              {"bytes": w.flush.nbytes, "settle_cycles": w.flush.settle_cycles,
+                               "spin_ms": w.flush.spin_ms()}})
     handlers = {"arena": w.op_arena, "load": w.op_load, "prewarm": w.op_prewarm, "call": w.op_call,
                 "profile": w.op_profile, "remap": w.op_remap, "burst": w.op_burst}
     while True:

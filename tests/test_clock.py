@@ -270,3 +270,12 @@ def test_no_gc_turns_the_collector_off_inside_and_restores_it_even_on_error():
         assert not gc.isenabled()   # it was off before: left off
     finally:
         gc.enable()
+
+
+def test_timed_calls_whose_launch_outlasted_the_spin_are_counted():
+    """A timed call whose host time (start event to end event) is longer than the settle spin
+    let the GPU wait for the launch inside its timing: the result counts those calls per side."""
+    from checker import timing
+    assert timing.host_over_spin([0.10, 0.26, 0.24, 0.31], 0.25) == 2
+    assert timing.host_over_spin([0.10, 0.20], 0.25) == 0
+    assert timing.host_over_spin([0.30], None) is None   # no spin (interpret mode): nothing to say
