@@ -388,3 +388,43 @@ def test_a_spent_template_lineage_goes_on_in_the_baselines_space_and_the_run_sto
     assert ours and all(p.note.startswith("the template's space is spent; from the baseline: ") for p in ours)
     assert all(set(p.meta["config"]) == set(spec.search_space) and "def softmax" in p.code for p in ours)
     assert tuner.exhausted_all and "search space exhausted" in p.error   # then the run's stop rule ends it
+
+
+def test_a_near_miss_is_judged_once_more_when_the_neighbours_are_spent_and_never_a_third_time():
+    """Session 28's rmsnorm run rejected configs measured 5-15% faster than their champion (on the
+    medians or on significance: one job's noise) and then sat on "search space exhausted". A
+    config whose means cleared the bar is judged again once the neighbours are spent; a plain
+    loss never is, and a near miss twice is not tried a third time."""
+    from kernloop.propose.tuner import near_miss
+    assert near_miss("rejected", {"gain": 0.07, "min_gain": 0.02}) == 0.07
+    assert near_miss("rejected", {"gain": 0.01, "min_gain": 0.02}) is None   # did not clear the bar
+    assert near_miss("promoted", {"gain": 0.07, "min_gain": 0.02}) is None
+    assert near_miss("failed", None) is None
+
+    def run(second_time_promotes: bool):
+        t = Tuner({"X": [1, 2, 3, 4]}, seed=0, initial=0)
+        champ, promoted, seen = "CONFIG = dict(X=1)\n", False, []
+        for i in range(1, 12):
+            p = t.propose(ProposalContext(spec=None, iteration=i, champion_code=champ, champion_id="c",
+                                          champion_profile={}, last_promoted=promoted))
+            if p.code is None:
+                seen.append(("stop", p.error))
+                break
+            x = read_config(p.code)["X"]
+            again = seen.count(x) == 1
+            gain = {2: 0.06, 3: 0.01, 4: -0.2}[x]   # 2: a near miss; 3: under the bar; 4: slower
+            promoted = x == 2 and again and second_time_promotes
+            verdict = "promoted" if promoted else "rejected"
+            t.mark_tried({"X": x})
+            t.observe({"X": x}, verdict, "scripted", {"gain": gain, "min_gain": 0.02})
+            seen.append(x)
+            if promoted:
+                champ = p.code
+            if x == 2 and again:
+                assert "judged again: 6.0% faster" in p.note
+        return seen
+
+    for promotes in (False, True):
+        got = run(second_time_promotes=promotes)
+        assert got[0] == 2 and got.count(2) == 2 and got.count(3) == 1 and got.count(4) == 1, got
+        assert got[-1] == ("stop", "search space exhausted") and len(got) == 5, got

@@ -169,7 +169,7 @@ class State:
             # Live and on --resume alike: every evaluated config, and what became of it (the
             # tuner stops proposing configs bigger than one that ran out of shared memory).
             tuner.mark_tried(ev["candidate_config"])
-            tuner.observe(ev["candidate_config"], d.get("verdict"), d.get("reason"))
+            tuner.observe(ev["candidate_config"], d.get("verdict"), d.get("reason"), d.get("rule"))
         prop = ev.get("proposal") or {}
         kind = prop.get("error_kind")
         if kind in LLM_FAILURE_KINDS:   # no candidate was made: nothing to reject or learn from

@@ -5,7 +5,10 @@ parameter's range is covered, so one local basin near the baseline cannot hold t
 greedy coordinate moves around the champion inside the spec's search space, with
 momentum (a move that just won is tried again), paired moves (tile size together with warps or
 stages, since one without the other often loses), and seeded random jumps to leave local optima.
-It never proposes a config it has tried before and is deterministic for a given seed.
+It never proposes a config it has tried before, with one exception: a near miss (a config that
+beat its champion by the bar in the means but was rejected on the medians or on significance, the
+noise of one job) is judged once more when the neighbours are spent. It is deterministic for a
+given seed.
 It does not read research notes: it only changes numbers inside the search space.
 
 It learns from "out of resource" failures (Tuner.observe). By Triton convention the numeric
@@ -77,6 +80,16 @@ def calibrate(cfg: dict, elem_bytes: int, reason: str) -> tuple[int | None, int]
     if required >= tile_smem(cfg, elem_bytes, 0):
         return 0, limit
     return (1 if required >= tile_smem(cfg, elem_bytes, 1) else None), limit
+
+
+def near_miss(verdict: str | None, rule: dict | None) -> float | None:
+    """The mean gain of a rejected candidate whose means cleared the promotion bar (it failed the
+    medians or the significance test: one job's noise can do that), else None. Pure."""
+    rule = rule or {}
+    gain, bar = rule.get("gain"), rule.get("min_gain")
+    if verdict != "rejected" or not _is_num(gain) or not _is_num(bar):
+        return None
+    return float(gain) if gain > bar else None
 
 
 def _is_num(v) -> bool:
@@ -163,6 +176,8 @@ class Tuner:
         self.initial = latin_hypercube(self.space, initial, self.rng) if initial > 0 else []
         self.initial_n = len(self.initial)
         self.tried: set[tuple] = set()
+        self.judged: dict[tuple, int] = {}      # how many times each config was judged (observe)
+        self.near: dict[tuple, tuple] = {}      # near misses judged once: key -> (gain, config)
         self.last_move: tuple | None = None      # ((param, step), ...) of the last proposal
         self.last_parent: tuple | None = None
         self.exhausted = False
@@ -193,12 +208,20 @@ class Tuner:
             return
         self.tried.add(_key(cfg))
 
-    def observe(self, cfg: dict, verdict: str, reason: str) -> None:
+    def observe(self, cfg: dict, verdict: str, reason: str, rule: dict | None = None) -> None:
         """Learn from one evaluated candidate (live, or replayed on --resume): a config that ran
-        out of resources is remembered, so configs that need at least as much are never proposed."""
+        out of resources is remembered, so configs that need at least as much are never proposed;
+        a near miss judged once (near_miss on the decision's `rule`) may be judged once more."""
         if self._theirs(cfg):
-            self.also.observe(cfg, verdict, reason)
+            self.also.observe(cfg, verdict, reason, rule)
             return
+        key = _key(cfg)
+        self.judged[key] = self.judged.get(key, 0) + 1
+        gain = near_miss(verdict, rule)
+        if gain is not None and self.judged[key] == 1:
+            self.near[key] = (gain, dict(cfg))
+        else:
+            self.near.pop(key, None)
         if verdict == "promoted" or OUT_OF_RESOURCE not in (reason or "").lower():
             return   # only a resource failure teaches this rule; a promoted config plainly fit
         learned = calibrate(cfg, self.elem_bytes, reason) if self.estimate else None
@@ -304,11 +327,25 @@ class Tuner:
                 if self._fresh(cand):
                     self.last_move = m
                     return cand, self._describe_move(base, cand, why)
+        retry = self._near_miss(base)
+        if retry:
+            return retry
         cand = self._random_untried(base)
         if cand:
             self.last_move = None
             return cand, self._describe_move(base, cand, "neighbours exhausted, random untried config")
         return None, "search space exhausted"
+
+    def _near_miss(self, base: dict) -> tuple[dict, str] | None:
+        """The near miss with the largest gain, judged once more (never the parent itself)."""
+        for key, (gain, cfg) in sorted(self.near.items(), key=lambda kv: -kv[1][0]):
+            del self.near[key]
+            if key != _key(base):
+                self.last_move = None
+                return dict(cfg), self._describe_move(
+                    base, cfg, f"judged again: {gain:.1%} faster than its champion in the means, "
+                               "rejected on the medians or significance")
+        return None
 
     def _random_untried(self, base: dict) -> dict | None:
         for _ in range(200):
