@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from kernloop.families.capture import Op, Ref
 
-FAMILIES = ("softmax", "log-softmax", "RMSNorm", "LayerNorm", "activation", "matmul", "reduction")
+FAMILIES = ("softmax", "log-softmax", "RMSNorm", "LayerNorm", "activation", "gated activation (SwiGLU, GeGLU)",
+            "matmul", "reduction")
 # The template also computes argmax/argmin (codes 4, 5), but a spec's output is floating only:
 # indices are recognised once the spec and the judge take integer outputs.
 REDUCTIONS = {"sum": 0, "mean": 1, "amax": 2, "amin": 3, "max": 2, "min": 3}
@@ -23,7 +24,7 @@ RMS_OPS = {"mul", "pow", "mean", "add", "rsqrt", "sqrt", "div", "reciprocal"}
 
 @dataclass(frozen=True)
 class Match:
-    family: str                 # the template file: softmax, rownorm, unary, matmul
+    family: str                 # the template file: softmax, rownorm, unary, glu, matmul, reduce
     label: str                  # what was recognised, for people: "LayerNorm (weight w, bias b)"
     constants: dict             # the template's module constants: {"LAYER": True, "EPS": 1e-5}
     call: str                   # the launcher call the entry returns, in the entry's input names
@@ -45,7 +46,7 @@ def _last_dim(dim, rank: int) -> bool:
 def classify(ops: list[Op], names: list[str], ranks: list[int], out_float: bool = True) -> Match | None:
     """The family of a reference that ran `ops` on inputs named `names` of ranks `ranks` and
     returned a floating (`out_float`) or an integer tensor (indices)."""
-    for rule in (_softmax, _layer_norm, _rms_norm, _activation, _matmul):
+    for rule in (_softmax, _layer_norm, _rms_norm, _activation, _glu, _matmul):
         m = rule(ops, names, ranks)
         if m is not None:
             return m
@@ -160,6 +161,24 @@ def _swish(ops, names):
     if x is None or sorted(map(repr, ops[1].args)) != sorted(map(repr, (Ref("input", x), Ref("op", 0)))):
         return None
     return Match("unary", f"silu of {names[x]} (written x * sigmoid(x))", {"ACT": 3}, f"_launch({names[x]})")
+
+
+def _glu(ops, names, ranks):
+    """act(a) * b, either order, b another input: a gated activation (SwiGLU: silu; GeGLU:
+    gelu). One shape for both is left to the numerical check (the template reads both flat)."""
+    if len(ops) != 2 or ops[1].name != "mul" or ops[1].kwargs or ops[0].kwargs.keys() - {"approximate"}:
+        return None
+    code = _act_code(ops[0])
+    a = _input(ops[0].args[0]) if len(ops[0].args) == 1 else None
+    pair = ops[1].args
+    if code is None or a is None or len(pair) != 2 or Ref("op", 0) not in pair:
+        return None
+    b = _input(pair[1] if pair[0] == Ref("op", 0) else pair[0])
+    if b is None or b == a:   # x * act(x) is not gated (x * sigmoid(x) is SiLU: _swish)
+        return None
+    what = {3: "SwiGLU", 1: "GeGLU", 2: "GeGLU (tanh)"}.get(code, "gated")
+    return Match("glu", f"{ops[0].name}({names[a]}) * {names[b]} ({what})", {"ACT": code},
+                 f"_launch({names[a]}, {names[b]})")
 
 
 def _activation(ops, names, ranks):

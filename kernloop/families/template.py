@@ -79,6 +79,8 @@ def _mirror(match: Match, torch):
         return lambda x: (torch.log_softmax if c["LOG"] else torch.softmax)(x.float(), -1)
     if match.family == "unary":
         return lambda x: _act(torch, x.float(), c["ACT"], [c.get(f"P{i}", 0.0) for i in range(3)])
+    if match.family == "glu":   # one shape for both, as the template's launcher requires
+        return lambda a, b: _act(torch, a.float(), c["ACT"]) * b.float() if a.shape == b.shape else torch.empty(0)
     if match.family == "reduce":
         def reduce(x):
             xf, how = x.float(), ["sum", "mean", "amax", "amin", "argmax", "argmin"][c["OP"]]
@@ -127,6 +129,8 @@ def sizes(match: Match, spec) -> dict:
     fam = match.family
     if fam == "unary":
         return _call(match.call, lambda x: {"n": x.numel()}, env)
+    if fam == "glu":
+        return _call(match.call, lambda a, b: {"n": a.numel()}, env)
     if fam == "matmul":
         return _call(match.call, lambda a, b, bias: {"M": a.shape[0], "K": a.shape[1], "N": b.shape[1],
                                                      "BYTES": ELEM_BYTES.get(spec.dtype, 2)}, env)
@@ -222,8 +226,8 @@ def _reduce_space(d: dict):
     return space, allowed, config
 
 
-SPACES = {"softmax": _row_space, "rownorm": _row_space, "unary": _unary_space, "matmul": _matmul_space,
-          "reduce": _reduce_space}
+SPACES = {"softmax": _row_space, "rownorm": _row_space, "unary": _unary_space, "glu": _unary_space,
+          "matmul": _matmul_space, "reduce": _reduce_space}
 
 
 # ---------------------------------------------------------------- the kernel file

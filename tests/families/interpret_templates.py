@@ -71,6 +71,11 @@ def run(dtype):
         consts = {"ACT": code, **{f"P{i}": v for i, v in enumerate(PARAMS.get(code, ()))}}
         f = case(Match("unary", "", consts, "_launch(x)"), ["x"], 16384, dict(BLOCK_SIZE=64, num_warps=2))
         out[f"activation{code}"] = rel(f(x), act(code, xf))
+    gate = rnd(5, 3, 37)   # a gated activation: act(x) * gate, for SwiGLU, GeGLU and GeGLU (tanh)
+    for code in (3, 1, 2):
+        f = case(Match("glu", "", {"ACT": code}, "_launch(x, g)"), ["x", "g"], 16384,
+                 dict(BLOCK_SIZE=64, num_warps=2))
+        out[f"glu{code}"] = rel(f(x, gate), act(code, xf) * gate.float())
     a, bm, bias = rnd(37, 29), rnd(29, 45), rnd(45)
     mm_cfg = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=2, PERSISTENT=0)
     for has_bias, code in ((False, -1), (True, 2), (True, 3)):
