@@ -47,7 +47,7 @@ def configs(family: str, dims: dict) -> list[dict]:
 def kernel_call(mod, spec_name: str, cfg: dict):
     def call(x, w=None, b=None):
         mod.CONFIG = cfg   # module-global, as the template's launcher reads it
-        return mod._launch(x) if spec_name == "softmax" else mod._launch(x, w, b if b is not None else x, x.shape[-1])
+        return mod._launch(x) if spec_name == "softmax" else mod._launch(x, w, b if b is not None else x, x.shape[-1], x)
     return call
 
 

@@ -19,7 +19,7 @@ ACTIVATIONS = {"relu": 0, "gelu": 1, "silu": 3, "sigmoid": 4, "tanh": 5}   # gel
 # Activations with parameters (the activation template only): code, the defaults of P0, P1, P2.
 PARAMETRIC = {"leaky_relu": (6, (0.01,)), "elu": (7, (1.0, 1.0, 1.0)), "hardtanh": (8, (-1.0, 1.0)),
               "softplus": (9, (1.0, 20.0)), "hardsigmoid": (10, ()), "hardswish": (11, ())}
-RMS_OPS = {"mul", "pow", "mean", "add", "rsqrt", "sqrt", "div", "reciprocal"}
+RMS_OPS = {"mul", "pow", "mean", "add", "add_", "rsqrt", "sqrt", "div", "reciprocal"}   # add_: F.rms_norm's eps
 
 
 @dataclass(frozen=True)
@@ -99,11 +99,31 @@ def _affine(ref, names, neutral: float, held: dict) -> tuple[str | None, bool] |
     return None
 
 
-def _layer_norm(ops, names, ranks):
-    if len(ops) != 1 or ops[0].name != "native_layer_norm":
+def _residual(ops, ranks) -> tuple[int, int] | None:
+    """(x, r) when the reference first adds two inputs of one rank (a residual before a norm)."""
+    if not ops or ops[0].name != "add" or ops[0].kwargs or len(ops[0].args) != 2:
         return None
-    a = ops[0].args
-    x, shape, eps = _input(a[0]), a[1], _const(a[4])
+    x, r = (_input(a) for a in ops[0].args)
+    return (x, r) if x is not None and r is not None and x != r and ranks[x] == ranks[r] else None
+
+
+def _with_residual(match: Match | None, names, res) -> Match | None:
+    """A norm's match made to add the residual r to x first (the launcher's fifth argument)."""
+    if match is None or res is None:
+        return match
+    x, r = names[res[0]], names[res[1]]
+    return Match(match.family, match.label.replace(f" of {x}", f" of {x} + {r}", 1), {**match.constants, "HAS_R": True},
+                 match.call[:match.call.rindex(",")] + f", {r})", match.held)
+
+
+def _layer_norm(ops, names, ranks):
+    res = _residual(ops, ranks)
+    body = ops[1:] if res else ops
+    if len(body) != 1 or body[0].name != "native_layer_norm":
+        return None
+    a = body[0].args
+    x = (res[0] if a[0] == Ref("op", 0) else None) if res else _input(a[0])
+    shape, eps = a[1], _const(a[4])
     if x is None or not isinstance(eps, float):
         return None
     dims = [_const(d) for d in shape] if isinstance(shape, (list, tuple)) else []
@@ -116,33 +136,40 @@ def _layer_norm(ops, names, ranks):
     (w, has_w), (b, has_b) = weight, bias
     n = " * ".join(f"{names[x]}.shape[{-k}]" for k in range(len(dims), 0, -1))
     what = ", ".join([f"weight {w}"] * bool(has_w) + [f"bias {b}"] * bool(has_b)) or "no affine"
-    return Match("rownorm", f"LayerNorm over the last {len(dims)} dim(s) of {names[x]} ({what})",
-                 {"LAYER": True, "HAS_W": has_w, "HAS_B": has_b, "EPS": eps},
-                 f"_launch({names[x]}, {w or names[x]}, {b or names[x]}, {n})", held)
+    return _with_residual(Match("rownorm", f"LayerNorm over the last {len(dims)} dim(s) of {names[x]} ({what})",
+                                {"LAYER": True, "HAS_W": has_w, "HAS_B": has_b, "EPS": eps},
+                                f"_launch({names[x]}, {w or names[x]}, {b or names[x]}, {n}, {names[x]})", held),
+                          names, res)
 
 
 def _rms_norm(ops, names, ranks):
-    """x * rsqrt(mean(x*x, -1, keepdim) + eps) [* w], however the reference spells it."""
-    if not ops or len(ops) > 10 or any(o.name not in RMS_OPS for o in ops):
+    """x * rsqrt(mean(x*x, -1, keepdim) + eps) [* w], however the reference spells it; x may
+    be the sum of two inputs (a residual)."""
+    res = _residual(ops, ranks)
+    body = ops[1:] if res else ops
+    if not body or len(body) > 10 or any(o.name not in RMS_OPS for o in body):
         return None
-    means = [o for o in ops if o.name == "mean"]
-    if len(means) != 1 or not any(o.name in ("rsqrt", "sqrt") for o in ops):
+    means = [o for o in body if o.name == "mean"]
+    if len(means) != 1 or not any(o.name in ("rsqrt", "sqrt") for o in body):
         return None
-    users = {_input(r) for o in ops for r in o.args if _input(r) is not None}
+    users = {_input(r) for o in body for r in o.args if _input(r) is not None}
+    if res:
+        users |= set(res)
     xs = [i for i in users if ranks[i] >= 1]
-    x = max(xs, key=lambda i: ranks[i]) if xs else None
+    x = res[0] if res else max(xs, key=lambda i: ranks[i]) if xs else None
     over = means[0].args[1] if len(means[0].args) > 1 else None   # x.mean(): no dim at all
     dims = _const(over[0]) if isinstance(over, (list, tuple)) and len(over) == 1 else None
     if x is None or not _last_dim(dims, ranks[x]):
         return None
-    eps = [_const(r) for o in ops if o.name == "add" for r in o.args if isinstance(_const(r), float)]
-    ws = [i for i in users if i != x and ranks[i] == 1]
-    if len(eps) != 1 or len(ws) > 1 or users - {x, *ws}:
+    eps = [_const(r) for o in body if o.name in ("add", "add_") for r in o.args if isinstance(_const(r), float)]
+    ws = [i for i in users if i not in (x, *(res or ())) and ranks[i] == 1]
+    if len(eps) != 1 or len(ws) > 1 or users - {x, *ws, *(res or ())}:
         return None
     w = names[ws[0]] if ws else None
-    return Match("rownorm", f"RMSNorm over the last dim of {names[x]}" + (f" (weight {w})" if w else ""),
-                 {"LAYER": False, "HAS_W": bool(w), "HAS_B": False, "EPS": eps[0]},
-                 f"_launch({names[x]}, {w or names[x]}, {names[x]}, {names[x]}.shape[-1])")
+    return _with_residual(Match("rownorm", f"RMSNorm over the last dim of {names[x]}" + (f" (weight {w})" if w else ""),
+                                {"LAYER": False, "HAS_W": bool(w), "HAS_B": False, "EPS": eps[0]},
+                                f"_launch({names[x]}, {w or names[x]}, {names[x]}, {names[x]}.shape[-1], {names[x]})"),
+                          names, res)
 
 
 def _act_code(op: Op) -> int | None:

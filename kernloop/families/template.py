@@ -90,8 +90,10 @@ def _mirror(match: Match, torch):
         return lambda a, b, bias: _act(torch, a.float() @ b.float() + (bias.float() if c["HAS_BIAS"] else 0),
                                        c["ACT"])
 
-    def norm(x, w, b, n):
-        r = x.float().reshape(-1, n)
+    def norm(x, w, b, n, res):
+        if c.get("HAS_R") and res.shape != x.shape:   # the template adds element by element
+            return torch.empty(0)
+        r = (x.float() + res.float() if c.get("HAS_R") else x.float()).reshape(-1, n)
         if c["LAYER"]:
             r = r - r.mean(-1, keepdim=True)
         y = r * torch.rsqrt((r * r).mean(-1, keepdim=True) + c["EPS"])
@@ -141,7 +143,7 @@ def sizes(match: Match, spec) -> dict:
         return _call(match.call, dims, env)
     if fam == "softmax":
         return _call(match.call, lambda x: {"M": x.numel() // max(x.shape[-1], 1), "N": x.shape[-1]}, env)
-    return _call(match.call, lambda x, w, b, n: {"M": x.numel() // max(n, 1), "N": n}, env)
+    return _call(match.call, lambda x, w, b, n, r: {"M": x.numel() // max(n, 1), "N": n}, env)
 
 
 # ---------------------------------------------------------------- spaces

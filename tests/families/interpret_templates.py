@@ -51,7 +51,7 @@ def run(dtype):
     g = torch.Generator().manual_seed(0)
     rnd = lambda *s: torch.randn(*s, generator=g).to(dtype)   # noqa: E731
     out = {}
-    x, w, b = rnd(5, 3, 37), rnd(37), rnd(37)
+    x, w, b, res = rnd(5, 3, 37), rnd(37), rnd(37), rnd(5, 3, 37)
     xf, wf, bf = x.float(), w.float(), b.float()
     for fused in (16384, 16):   # the whole row in registers, then the chunked long-row path
         tag = "fused" if fused > 16 else "chunked"
@@ -60,13 +60,21 @@ def run(dtype):
             want = (F.log_softmax if log else F.softmax)(xf, -1)
             out[f"{'log' if log else ''}softmax/{tag}"] = rel(f(x), want)
         ln = Match("rownorm", "", {"LAYER": True, "HAS_W": True, "HAS_B": True, "EPS": 1e-5},
-                   "_launch(x, w, b, x.shape[-1])")
+                   "_launch(x, w, b, x.shape[-1], x)")
         out[f"layernorm/{tag}"] = rel(case(ln, ["x", "w", "b"], fused, ROWS)(x, w, b),
                                       F.layer_norm(xf, (37,), wf, bf, 1e-5))
         rms = Match("rownorm", "", {"LAYER": False, "HAS_W": True, "HAS_B": False, "EPS": 1e-6},
-                    "_launch(x, w, x, x.shape[-1])")
+                    "_launch(x, w, x, x.shape[-1], x)")
         out[f"rmsnorm/{tag}"] = rel(case(rms, ["x", "w"], fused, ROWS)(x, w),
                                     xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + 1e-6) * wf)
+        # x + r normalised: the residual read beside x on every pass (one on the fused path)
+        h = xf + res.float()
+        rms_r = Match("rownorm", "", {**rms.constants, "HAS_R": True}, "_launch(x, w, x, x.shape[-1], r)")
+        out[f"rmsnorm+residual/{tag}"] = rel(case(rms_r, ["x", "w", "r"], fused, ROWS)(x, w, res),
+                                             h * torch.rsqrt((h * h).mean(-1, keepdim=True) + 1e-6) * wf)
+        ln_r = Match("rownorm", "", {**ln.constants, "HAS_R": True}, "_launch(x, w, b, x.shape[-1], r)")
+        out[f"layernorm+residual/{tag}"] = rel(case(ln_r, ["x", "w", "b", "r"], fused, ROWS)(x, w, b, res),
+                                               F.layer_norm(h, (37,), wf, bf, 1e-5))
     for code in range(12):
         consts = {"ACT": code, **{f"P{i}": v for i, v in enumerate(PARAMS.get(code, ()))}}
         f = case(Match("unary", "", consts, "_launch(x)"), ["x"], 16384, dict(BLOCK_SIZE=64, num_warps=2))
