@@ -46,7 +46,7 @@ def _last_dim(dim, rank: int) -> bool:
 def classify(ops: list[Op], names: list[str], ranks: list[int], out_float: bool = True) -> Match | None:
     """The family of a reference that ran `ops` on inputs named `names` of ranks `ranks` and
     returned a floating (`out_float`) or an integer tensor (indices)."""
-    for rule in (_softmax, _layer_norm, _rms_norm, _activation, _glu, _matmul):
+    for rule in (_softmax, _layer_norm, _rms_norm, _activation, _glu, _glu_halves, _matmul):
         m = rule(ops, names, ranks)
         if m is not None:
             return m
@@ -206,6 +206,44 @@ def _glu(ops, names, ranks):
     what = {3: "SwiGLU", 1: "GeGLU", 2: "GeGLU (tanh)"}.get(code, "gated")
     return Match("glu", f"{ops[0].name}({names[a]}) * {names[b]} ({what})", {"ACT": code},
                  f"_launch({names[a]}, {names[b]})")
+
+
+def _half(op: Op, ranks) -> tuple[int, int, int | None] | None:
+    """(input, start, end or None: to the end) for a slice of an input along its last dim."""
+    if op.name != "slice" or op.kwargs or len(op.args) != 4:
+        return None
+    x, dim, lo, hi = _input(op.args[0]), _const(op.args[1]), _const(op.args[2]), _const(op.args[3])
+    if x is None or not _last_dim(dim, ranks[x]) or not all(isinstance(v, int) for v in (lo, hi)) or lo < 0:
+        return None
+    return x, lo, (hi if hi < 2**62 else None)
+
+
+def _glu_halves(ops, names, ranks):
+    """act(x[..., :d]) * x[..., d:] or act(x[..., d:]) * x[..., :d], any order: vLLM's
+    SiluAndMul. That d is half of x's last dim is left to the numerical check."""
+    if len(ops) != 4 or ops[3].name != "mul" or ops[3].kwargs or len(ops[3].args) != 2:
+        return None
+    acts = [i for i, o in enumerate(ops[:3]) if _act_code(o) is not None]
+    halves = {i: _half(o, ranks) for i, o in enumerate(ops[:3]) if _half(o, ranks)}
+    if len(acts) != 1 or len(halves) != 2 or ops[acts[0]].kwargs.keys() - {"approximate"}:
+        return None
+    gated = ops[acts[0]].args
+    if len(gated) != 1 or not (isinstance(gated[0], Ref) and gated[0].kind == "op" and gated[0].value in halves):
+        return None
+    other = next(i for i in halves if i != gated[0].value)
+    if sorted(map(repr, ops[3].args)) != sorted(map(repr, (Ref("op", acts[0]), Ref("op", other)))) \
+            or halves[other][0] != halves[gated[0].value][0]:
+        return None
+    (x, a0, a1), (_, b0, b1) = halves[gated[0].value], halves[other]
+    if (a0, a1, b1) == (0, b0, None):
+        second = 0   # act(x[..., :d]) * x[..., d:]
+    elif (b0, b1, a1) == (0, a0, None):
+        second = 1   # act(x[..., d:]) * x[..., :d]
+    else:   # other slices: the numbers are the capture's, not every shape's
+        return None
+    show = lambda lo, hi: f"{names[x]}[..., {lo}:{'' if hi is None else hi}]"   # noqa: E731
+    return Match("glu", f"{ops[acts[0]].name}({show(a0, a1)}) * {show(b0, b1)} (the halves of {names[x]}'s "
+                 "last dim)", {"ACT": _act_code(ops[acts[0]]), "GATED_HALF": second}, f"_launch_halves({names[x]})")
 
 
 def _activation(ops, names, ranks):

@@ -102,8 +102,13 @@ def _mirror(match: Match, torch):
     return norm
 
 
-def _call(call: str, launch, env: dict):
-    return eval(call, {"__builtins__": {}}, {**env, "_launch": launch})   # our own text, names only
+def _call(match: Match, launch, env: dict):
+    """The match's launcher call evaluated with `launch` for the template's _launch (our own text)."""
+    def halves(x):   # the gated template's _launch_halves: _launch on x's halves, the gated one first
+        d = x.shape[-1] // 2
+        lo, hi = x[..., :d], x[..., d:]
+        return launch(hi, lo) if match.constants.get("GATED_HALF") else launch(lo, hi)
+    return eval(match.call, {"__builtins__": {}}, {**env, "_launch": launch, "_launch_halves": halves})
 
 
 def confirm(match: Match, cap, names: list[str]) -> bool:
@@ -115,7 +120,7 @@ def confirm(match: Match, cap, names: list[str]) -> bool:
     ref = cap.output
     if not isinstance(ref, torch.Tensor):
         return False
-    got = _call(match.call, _mirror(match, torch), dict(zip(names, cap.inputs)))
+    got = _call(match, _mirror(match, torch), dict(zip(names, cap.inputs)))
     if got.shape != ref.shape:
         return False
     err = torch.linalg.vector_norm(got.double() - ref.double())
@@ -130,20 +135,20 @@ def sizes(match: Match, spec) -> dict:
            for i in spec.inputs}
     fam = match.family
     if fam == "unary":
-        return _call(match.call, lambda x: {"n": x.numel()}, env)
+        return _call(match, lambda x: {"n": x.numel()}, env)
     if fam == "glu":
-        return _call(match.call, lambda a, b: {"n": a.numel()}, env)
+        return _call(match, lambda a, b: {"n": a.numel()}, env)
     if fam == "matmul":
-        return _call(match.call, lambda a, b, bias: {"M": a.shape[0], "K": a.shape[1], "N": b.shape[1],
+        return _call(match, lambda a, b, bias: {"M": a.shape[0], "K": a.shape[1], "N": b.shape[1],
                                                      "BYTES": ELEM_BYTES.get(spec.dtype, 2)}, env)
     if fam == "reduce":
         def dims(x):
             d = match.constants["DIM"] % x.dim()
             return {"R": x.shape[d], "INNER": math.prod(x.shape[d + 1:]), "OUTER": math.prod(x.shape[:d])}
-        return _call(match.call, dims, env)
+        return _call(match, dims, env)
     if fam == "softmax":
-        return _call(match.call, lambda x: {"M": x.numel() // max(x.shape[-1], 1), "N": x.shape[-1]}, env)
-    return _call(match.call, lambda x, w, b, n, r: {"M": x.numel() // max(n, 1), "N": n}, env)
+        return _call(match, lambda x: {"M": x.numel() // max(x.shape[-1], 1), "N": x.shape[-1]}, env)
+    return _call(match, lambda x, w, b, n, r: {"M": x.numel() // max(n, 1), "N": n}, env)
 
 
 # ---------------------------------------------------------------- spaces

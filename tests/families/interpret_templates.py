@@ -84,6 +84,10 @@ def run(dtype):
         f = case(Match("glu", "", {"ACT": code}, "_launch(x, g)"), ["x", "g"], 16384,
                  dict(BLOCK_SIZE=64, num_warps=2))
         out[f"glu{code}"] = rel(f(x, gate), act(code, xf) * gate.float())
+    both = rnd(5, 3, 74)   # the halves of one tensor's last dim, read in place with a row stride
+    f = case(Match("glu", "", {"ACT": 3, "GATED_HALF": 1}, "_launch_halves(x)"), ["x"], 16384,
+             dict(BLOCK_SIZE=64, num_warps=2))
+    out["glu3/halves"] = rel(f(both), F.silu(both[..., 37:].float()) * both[..., :37].float())
     a, bm, bias = rnd(37, 29), rnd(29, 45), rnd(45)
     mm_cfg = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=2, PERSISTENT=0)
     for has_bias, code in ((False, -1), (True, 2), (True, 3)):
