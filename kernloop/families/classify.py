@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from kernloop.families.capture import Op, Ref
 
 FAMILIES = ("softmax", "log-softmax", "RMSNorm", "LayerNorm", "activation", "gated activation (SwiGLU, GeGLU)",
-            "matmul", "reduction")
+            "matmul", "reduction", "cross-entropy")
 # The template also computes argmax/argmin (codes 4, 5), but a spec's output is floating only:
 # indices are recognised once the spec and the judge take integer outputs.
 REDUCTIONS = {"sum": 0, "mean": 1, "amax": 2, "amin": 3, "max": 2, "min": 3}
@@ -24,7 +24,7 @@ RMS_OPS = {"mul", "pow", "mean", "add", "add_", "rsqrt", "sqrt", "div", "recipro
 
 @dataclass(frozen=True)
 class Match:
-    family: str                 # the template file: softmax, rownorm, unary, glu, matmul, reduce
+    family: str                 # the template file: softmax, rownorm, unary, glu, matmul, reduce, xent
     label: str                  # what was recognised, for people: "LayerNorm (weight w, bias b)"
     constants: dict             # the template's module constants: {"LAYER": True, "EPS": 1e-5}
     call: str                   # the launcher call the entry returns, in the entry's input names
@@ -46,7 +46,7 @@ def _last_dim(dim, rank: int) -> bool:
 def classify(ops: list[Op], names: list[str], ranks: list[int], out_float: bool = True) -> Match | None:
     """The family of a reference that ran `ops` on inputs named `names` of ranks `ranks` and
     returned a floating (`out_float`) or an integer tensor (indices)."""
-    for rule in (_softmax, _layer_norm, _rms_norm, _activation, _glu, _glu_halves, _matmul):
+    for rule in (_softmax, _layer_norm, _rms_norm, _activation, _glu, _glu_halves, _matmul, _cross_entropy):
         m = rule(ops, names, ranks)
         if m is not None:
             return m
@@ -72,6 +72,22 @@ def _reduction(ops, names, ranks, out_float: bool):
     what = ["sum", "mean", "max", "min", "argmax", "argmin"][code]
     return Match("reduce", f"{what} over dim {dim} of {names[x]}" + (" (keepdim)" if keep else ""),
                  {"OP": code, "DIM": dim, "KEEPDIM": keep}, f"_launch({names[x]})")
+
+
+def _cross_entropy(ops, names, ranks):
+    """log_softmax over the last dim of 2-D logits, then the mean negative log-likelihood of
+    class indices (F.cross_entropy with no weights, no label smoothing)."""
+    if len(ops) != 2 or ops[0].name != "_log_softmax" or ops[1].name != "nll_loss_forward" or ops[1].kwargs:
+        return None
+    x, dim = _input(ops[0].args[0]), _const(ops[0].args[1])
+    a = ops[1].args
+    if x is None or ranks[x] != 2 or not _last_dim(dim, 2) or len(a) != 5 or a[0] != Ref("op", 0):
+        return None
+    t, weight, reduction, ignore = _input(a[1]), a[2], _const(a[3]), _const(a[4])
+    if t is None or ranks[t] != 1 or weight != Ref("const", None) or reduction != 1 or not isinstance(ignore, int):
+        return None
+    return Match("xent", f"mean cross-entropy of logits {names[x]} against classes {names[t]}", {"IGNORE": ignore},
+                 f"_launch({names[x]}, {names[t]})")
 
 
 def _softmax(ops, names, ranks):

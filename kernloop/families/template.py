@@ -79,6 +79,8 @@ def _mirror(match: Match, torch):
         return lambda x: (torch.log_softmax if c["LOG"] else torch.softmax)(x.float(), -1)
     if match.family == "unary":
         return lambda x: _act(torch, x.float(), c["ACT"], [c.get(f"P{i}", 0.0) for i in range(3)])
+    if match.family == "xent":
+        return lambda x, t: torch.nn.functional.cross_entropy(x.float(), t, ignore_index=c["IGNORE"])
     if match.family == "glu":   # one shape for both, as the template's launcher requires
         return lambda a, b: _act(torch, a.float(), c["ACT"]) * b.float() if a.shape == b.shape else torch.empty(0)
     if match.family == "reduce":
@@ -138,6 +140,8 @@ def sizes(match: Match, spec) -> dict:
         return _call(match, lambda x: {"n": x.numel()}, env)
     if fam == "glu":
         return _call(match, lambda a, b: {"n": a.numel()}, env)
+    if fam == "xent":
+        return _call(match, lambda x, t: {"M": x.shape[0], "N": x.shape[-1]}, env)
     if fam == "matmul":
         return _call(match, lambda a, b, bias: {"M": a.shape[0], "K": a.shape[1], "N": b.shape[1],
                                                      "BYTES": ELEM_BYTES.get(spec.dtype, 2)}, env)
@@ -173,6 +177,13 @@ def _row_space(d: dict):
     space = {"ROWS": [1], "num_warps": [4, 8, 16, 32], "CHUNK": [1024, 2048, 4096, 8192]}
     return space, (lambda cfg: cfg["CHUNK"] / (32 * cfg["num_warps"]) <= MAX_PER_THREAD), \
         dict(ROWS=1, num_warps=16, CHUNK=4096)
+
+
+def _xent_space(d: dict):
+    """Chunk of a row streamed per step and warps: 1..64 logits a thread and step."""
+    space = {"CHUNK": [1024, 2048, 4096, 8192], "num_warps": [4, 8, 16, 32]}
+    return space, (lambda cfg: 1 <= cfg["CHUNK"] / (32 * cfg["num_warps"]) <= MAX_PER_THREAD), \
+        dict(CHUNK=min(4096, max(1024, _p2(d["N"]))), num_warps=8)
 
 
 def _unary_space(d: dict):
@@ -234,7 +245,7 @@ def _reduce_space(d: dict):
 
 
 SPACES = {"softmax": _row_space, "rownorm": _row_space, "unary": _unary_space, "glu": _unary_space,
-          "matmul": _matmul_space, "reduce": _reduce_space}
+          "matmul": _matmul_space, "reduce": _reduce_space, "xent": _xent_space}
 
 
 # ---------------------------------------------------------------- the kernel file

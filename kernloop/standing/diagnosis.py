@@ -227,7 +227,8 @@ def compulsory_bytes(spec) -> dict:
     """Compulsory DRAM bytes of the timed shape: every input read once, the output written once
     (a `spec.Spec`); the spec's cost formula counts both."""
     shape = spec.shapes[0]
-    size = {"float16": 2, "bfloat16": 2, "float32": 4}
+    size = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "bool": 1,
+            "int16": 2, "int32": 4, "int64": 8}   # integer inputs: class indices, token ids
 
     def nbytes(dims, dtype):
         n = 1

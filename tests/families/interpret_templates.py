@@ -88,6 +88,12 @@ def run(dtype):
     f = case(Match("glu", "", {"ACT": 3, "GATED_HALF": 1}, "_launch_halves(x)"), ["x"], 16384,
              dict(BLOCK_SIZE=64, num_warps=2))
     out["glu3/halves"] = rel(f(both), F.silu(both[..., 37:].float()) * both[..., :37].float())
+    logits, classes = rnd(37, 50), torch.randint(0, 50, (37,), generator=g)
+    classes[::7] = -100   # ignored rows count for nothing, as torch's ignore_index
+    for chunk in (16, 64):   # several chunks with a padded last one; one padded chunk
+        f = case(Match("xent", "", {"IGNORE": -100}, "_launch(x, t)"), ["x", "t"], 16384,
+                 dict(CHUNK=chunk, num_warps=1))
+        out[f"xent/chunk{chunk}"] = rel(f(logits, classes), F.cross_entropy(logits.float(), classes))
     a, bm, bias = rnd(37, 29), rnd(29, 45), rnd(45)
     mm_cfg = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=2, PERSISTENT=0)
     for has_bias, code in ((False, -1), (True, 2), (True, 3)):
