@@ -42,7 +42,8 @@ def lines(path: Path, reference_file: Path | None) -> list[str]:
             f"  python orchestrator.py check --spec {path} KERNEL.py"]
     if why:   # the last lines say why there is no run command, and what brings one
         from kernloop.families.classify import FAMILIES
-        return out + [f"the reference runs: {why.ran}", f"the template families: {', '.join(FAMILIES)}",
-                      "an LLM can run it: set KERNLOOP_LLM_BASE_URL or KERNLOOP_LLM_API_KEY",
+        for line in (f"the reference runs: {why.ran}", f"the template families: {', '.join(FAMILIES)}"):
+            out += textwrap.wrap(line, 120, subsequent_indent="  ", break_on_hyphens=False)
+        return out + ["an LLM can run it: set KERNLOOP_LLM_BASE_URL or KERNLOOP_LLM_API_KEY",
                       "no run command: the built-in tuner has no template for this reference"]
     return out + [f"  python orchestrator.py --spec {path}"]
